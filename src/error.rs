@@ -1,0 +1,88 @@
+//! Error types.
+
+use std::fmt;
+
+/// Why an insert failed. The filter is unchanged when an insert fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum InsertError {
+    /// No free lane could be reached for the item's fingerprint within the search limits. Every
+    /// item stored before is still stored; removing items makes room again.
+    Full,
+}
+
+impl fmt::Display for InsertError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InsertError::Full => f.write_str("cuckoo filter is full: no free slot reachable"),
+        }
+    }
+}
+
+impl std::error::Error for InsertError {}
+
+/// Why a [`Builder`](crate::Builder) could not build a filter.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// A capacity of zero items was asked for.
+    ZeroCapacity,
+    /// The table for this many items would need more than 2^32 buckets, or its size does not fit
+    /// in `usize`.
+    CapacityTooLarge {
+        /// The requested capacity in items.
+        items: usize,
+    },
+    /// The memory for the table could not be allocated.
+    AllocationFailed {
+        /// Bytes that were asked for.
+        bytes: usize,
+    },
+    /// The false-positive rate is not a number strictly between 0 and 1.
+    InvalidFalsePositiveRate {
+        /// The rate that was given.
+        rate: f64,
+    },
+    /// The false-positive rate is below what the widest (32-bit) fingerprints reach.
+    UnreachableFalsePositiveRate {
+        /// The rate that was given.
+        rate: f64,
+    },
+    /// The fingerprint width is outside `4..=32` bits.
+    InvalidFingerprintBits {
+        /// The width that was given.
+        bits: u32,
+    },
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            BuildError::ZeroCapacity => f.write_str("capacity must be at least one item"),
+            BuildError::CapacityTooLarge { items } => {
+                write!(
+                    f,
+                    "a filter for {items} items exceeds the largest supported table"
+                )
+            }
+            BuildError::AllocationFailed { bytes } => {
+                write!(f, "could not allocate {bytes} bytes for the filter")
+            }
+            BuildError::InvalidFalsePositiveRate { rate } => {
+                write!(
+                    f,
+                    "false-positive rate {rate} is not strictly between 0 and 1"
+                )
+            }
+            BuildError::UnreachableFalsePositiveRate { rate } => write!(
+                f,
+                "false-positive rate {rate} is below what 32-bit fingerprints can reach"
+            ),
+            BuildError::InvalidFingerprintBits { bits } => {
+                write!(f, "fingerprint width {bits} is outside 4..=32 bits")
+            }
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}

@@ -1,0 +1,306 @@
+//! The public filter type.
+
+use std::fmt;
+use std::hash::{BuildHasher, Hash};
+
+use crate::builder::Builder;
+use crate::error::InsertError;
+use crate::hashing::{DefaultHashBuilder, ItemKey};
+use crate::params;
+use crate::table::{Lookup, Placed, Table};
+
+/// A concurrent cuckoo filter: an approximate set with deletions, shared by reference
+/// (typically `Arc<CuckooFilter>`) between any number of threads.
+///
+/// Every operation takes `&self` except [`clear`](CuckooFilter::clear). Lookups are wait-free;
+/// writers lock only the two stripes of the buckets they change.
+///
+/// # Semantics
+///
+/// - **No false negatives.** Once `insert(x)` has returned `Ok`, `contains(x)` is `true` until a
+///   `remove(x)` starts, whatever other threads do meanwhile.
+/// - **False positives.** `contains(y)` may be `true` for an item never inserted, with
+///   probability about [`false_positive_rate`](CuckooFilter::false_positive_rate). A lookup that
+///   keeps colliding with writers may also answer `true` ("maybe present") after a bounded number
+///   of attempts; it never answers `false` without having seen both buckets in one consistent
+///   state.
+/// - **Multiset.** [`insert`](CuckooFilter::insert) stores one more copy every time; use
+///   [`insert_unique`](CuckooFilter::insert_unique) for set semantics. One item can be stored at
+///   most `2 × slots per bucket` times (its two buckets hold nothing else then), `slots` times if
+///   its two buckets coincide; past that, `insert` returns [`InsertError::Full`].
+/// - **False deletes.** [`remove`](CuckooFilter::remove) removes one copy of the item's
+///   fingerprint. Removing an item that was never inserted may remove the fingerprint of another
+///   item that collides with it, which can then no longer be found. Only remove what you
+///   inserted.
+/// - **Failed inserts change nothing.** When no room can be found, `insert` returns
+///   [`InsertError::Full`] and every item stored before is still stored.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::thread;
+/// use atomic_cuckoo::CuckooFilter;
+///
+/// let filter = Arc::new(CuckooFilter::with_capacity(10_000));
+/// let writers: Vec<_> = (0..2u64)
+///     .map(|t| {
+///         let filter = Arc::clone(&filter);
+///         thread::spawn(move || {
+///             for i in 0..1_000u64 {
+///                 filter.insert(&(t * 1_000 + i)).unwrap();
+///             }
+///         })
+///     })
+///     .collect();
+/// for w in writers {
+///     w.join().unwrap();
+/// }
+/// assert_eq!(filter.len(), 2_000);
+/// assert!((0..2_000u64).all(|i| filter.contains(&i)));
+/// ```
+pub struct CuckooFilter<S = DefaultHashBuilder> {
+    table: Table,
+    hasher: S,
+}
+
+impl CuckooFilter {
+    /// A filter for `items` items at the default false-positive rate (1 %, which gives 12-bit
+    /// fingerprints) with the default hasher. `with_capacity(0)` gives the smallest filter.
+    ///
+    /// # Panics
+    ///
+    /// Like `Vec::with_capacity`: if the table for `items` items is larger than supported or
+    /// cannot be allocated. [`CuckooFilter::builder`] reports those cases as errors instead.
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(1_000);
+    /// assert!(filter.capacity() >= 1_000);
+    /// assert!(filter.is_empty());
+    /// ```
+    pub fn with_capacity(items: usize) -> Self {
+        match Builder::default().capacity(items.max(1)).build() {
+            Ok(filter) => filter,
+            Err(e) => panic!("CuckooFilter::with_capacity({items}): {e}"),
+        }
+    }
+
+    /// A [`Builder`] with default settings.
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::CuckooFilter::builder()
+    ///     .capacity(1_000)
+    ///     .fingerprint_bits(16)
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(filter.fingerprint_bits(), 16);
+    /// ```
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+}
+
+impl<S> CuckooFilter<S> {
+    pub(crate) fn from_parts(table: Table, hasher: S) -> Self {
+        CuckooFilter { table, hasher }
+    }
+
+    /// Number of stored items (fingerprints). Exact when no writer is running; while writers
+    /// run, a sum of per-stripe counters taken at slightly different moments.
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
+    /// filter.insert("a").unwrap();
+    /// filter.insert("a").unwrap();
+    /// assert_eq!(filter.len(), 2);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Whether [`len`](CuckooFilter::len) is zero.
+    ///
+    /// ```
+    /// assert!(atomic_cuckoo::CuckooFilter::with_capacity(10).is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Total fingerprint slots (buckets × slots per bucket). The filter is sized so that this is
+    /// somewhat more than the capacity it was built for.
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(1_000);
+    /// assert!(filter.capacity() >= 1_000);
+    /// ```
+    pub fn capacity(&self) -> usize {
+        self.table.slots()
+    }
+
+    /// `len() / capacity()`.
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(1_000);
+    /// assert_eq!(filter.load_factor(), 0.0);
+    /// ```
+    pub fn load_factor(&self) -> f64 {
+        self.len() as f64 / self.capacity() as f64
+    }
+
+    /// Expected probability that `contains` returns `true` for an item that was never inserted,
+    /// at the current load: `1 - (1 - 1/(2^f - 1))^(2 · slots · load)`, about
+    /// `2 · slots · load / 2^f`.
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::CuckooFilter::builder().capacity(1_000).build().unwrap();
+    /// for i in 0..1_000 {
+    ///     filter.insert(&i).unwrap();
+    /// }
+    /// assert!(filter.false_positive_rate() < 0.01);
+    /// ```
+    pub fn false_positive_rate(&self) -> f64 {
+        params::expected_false_positive_rate(self.fingerprint_bits(), self.load_factor())
+    }
+
+    /// Fingerprint width in bits.
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::CuckooFilter::builder().fingerprint_bits(8).build().unwrap();
+    /// assert_eq!(filter.fingerprint_bits(), 8);
+    /// ```
+    pub fn fingerprint_bits(&self) -> u32 {
+        self.table.layout().bits()
+    }
+
+    /// Bytes of memory held by the filter: the table, its lock stripes, and the filter itself.
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(1_000_000);
+    /// let bits_per_item = filter.memory_usage() as f64 * 8.0 / 1_000_000.0;
+    /// assert!(bits_per_item < 16.0);
+    /// ```
+    pub fn memory_usage(&self) -> usize {
+        std::mem::size_of::<Self>() + self.table.heap_bytes()
+    }
+
+    /// The filter's hasher.
+    pub fn hasher(&self) -> &S {
+        &self.hasher
+    }
+
+    /// Removes every item. Takes `&mut self`: no other thread can be using the filter.
+    ///
+    /// ```
+    /// let mut filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
+    /// filter.insert("x").unwrap();
+    /// filter.clear();
+    /// assert!(filter.is_empty() && !filter.contains("x"));
+    /// ```
+    pub fn clear(&mut self) {
+        self.table.clear();
+    }
+
+    #[cfg(loom)]
+    pub(crate) fn table(&self) -> &Table {
+        &self.table
+    }
+}
+
+impl<S: BuildHasher> CuckooFilter<S> {
+    #[inline]
+    fn key_of<T: Hash + ?Sized>(&self, item: &T) -> ItemKey {
+        self.table.key(self.hasher.hash_one(item))
+    }
+
+    /// Adds one copy of `item`.
+    ///
+    /// Returns [`InsertError::Full`] when no free slot can be reached; nothing changes then.
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
+    /// filter.insert(&42u64)?;
+    /// assert!(filter.contains(&42u64));
+    /// # Ok::<(), atomic_cuckoo::InsertError>(())
+    /// ```
+    pub fn insert<T: Hash + ?Sized>(&self, item: &T) -> Result<(), InsertError> {
+        self.table
+            .insert(self.key_of(item), false)
+            .map(|_| ())
+            .map_err(|_| InsertError::Full)
+    }
+
+    /// Adds `item` unless it is (maybe) present already: returns `Ok(true)` if it was added,
+    /// `Ok(false)` if its fingerprint was already in one of its buckets (the item, or another
+    /// that collides with it). Two threads racing to insert the same item cannot both get
+    /// `Ok(true)`.
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
+    /// assert_eq!(filter.insert_unique("k"), Ok(true));
+    /// assert_eq!(filter.insert_unique("k"), Ok(false));
+    /// assert_eq!(filter.count("k"), 1);
+    /// ```
+    pub fn insert_unique<T: Hash + ?Sized>(&self, item: &T) -> Result<bool, InsertError> {
+        match self.table.insert(self.key_of(item), true) {
+            Ok(Placed::Inserted) => Ok(true),
+            Ok(Placed::AlreadyPresent) => Ok(false),
+            Err(_) => Err(InsertError::Full),
+        }
+    }
+
+    /// Whether `item` may be in the filter: never `false` for an inserted item, `true` for an
+    /// absent one with probability about [`false_positive_rate`](CuckooFilter::false_positive_rate).
+    /// Wait-free.
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
+    /// filter.insert("present").unwrap();
+    /// assert!(filter.contains("present"));
+    /// ```
+    pub fn contains<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        self.table.lookup(self.key_of(item)) != Lookup::Absent
+    }
+
+    /// Removes one copy of `item`; returns whether a copy was found.
+    ///
+    /// Only remove items you inserted: see the false-delete caveat on [`CuckooFilter`].
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
+    /// filter.insert("gone").unwrap();
+    /// assert!(filter.remove("gone"));
+    /// assert!(!filter.contains("gone"));
+    /// assert!(!filter.remove("gone"));
+    /// ```
+    pub fn remove<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        self.table.remove(self.key_of(item))
+    }
+
+    /// Number of stored copies of `item`'s fingerprint in its buckets: the number of times it
+    /// was inserted (and not removed), plus any colliding items.
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
+    /// filter.insert("twice").unwrap();
+    /// filter.insert("twice").unwrap();
+    /// assert_eq!(filter.count("twice"), 2);
+    /// ```
+    pub fn count<T: Hash + ?Sized>(&self, item: &T) -> usize {
+        self.table.count(self.key_of(item))
+    }
+}
+
+impl<S> fmt::Debug for CuckooFilter<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shape = self.table.shape();
+        f.debug_struct("CuckooFilter")
+            .field("len", &self.len())
+            .field("capacity", &self.capacity())
+            .field("load_factor", &self.load_factor())
+            .field("fingerprint_bits", &shape.bits)
+            .field("slots_per_bucket", &self.table.layout().slots())
+            .field("buckets", &shape.buckets)
+            .field("stripes", &shape.stripes)
+            .field("memory_usage", &self.memory_usage())
+            .finish()
+    }
+}

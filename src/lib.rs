@@ -1,0 +1,35 @@
+#![doc = include_str!("../README.md")]
+//!
+//! # Inside the crate
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | `bucket_word` | branch-free SWAR operations on one bucket packed in a `u64` |
+//! | `hashing` | [`DefaultHashBuilder`]; item hash → primary bucket, fingerprint, alternate bucket |
+//! | `stripe` | versioned lock stripes: writer pair locks, reader validation, item counters |
+//! | `table` | one table: lookups (`read`), inserts and removes (`write`), cuckoo paths (`path`) |
+//! | `filter` | [`CuckooFilter`], the public type |
+//! | `builder`, `params` | [`Builder`] and the arithmetic behind its choices |
+//! | `error` | [`InsertError`], [`BuildError`] |
+//! | `sync` | the std/loom switch for atomics |
+#![warn(missing_docs)]
+#![deny(unsafe_code)]
+
+mod bucket_word;
+mod builder;
+mod error;
+mod filter;
+mod hashing;
+mod params;
+mod stripe;
+mod sync;
+mod table;
+
+pub use builder::{Builder, DEFAULT_CAPACITY};
+pub use error::{BuildError, InsertError};
+pub use filter::CuckooFilter;
+pub use hashing::DefaultHashBuilder;
+
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod loom_hook;

@@ -1,0 +1,96 @@
+//! Test-only access for the loom models in `loom-tests/` (compiled only with `--cfg loom`).
+//!
+//! Models need tiny tables with exact shapes, items placed in chosen buckets, and the full
+//! outcome of a lookup (so that a "maybe present" fallback cannot pass for a proven hit). All of
+//! it drives the real table code.
+
+use std::hash::{BuildHasher, Hasher};
+
+use crate::filter::CuckooFilter;
+use crate::table::{Limits, Lookup, Table, TableShape};
+
+/// A hasher that returns the `u64` it is given: models choose an item's hash, and so its
+/// primary bucket and fingerprint, directly.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PassThrough;
+
+/// The hasher built by [`PassThrough`].
+#[derive(Default)]
+pub struct PassThroughHasher(u64);
+
+impl Hasher for PassThroughHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, _: &[u8]) {
+        unreachable!("models hash u64 items only");
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+impl BuildHasher for PassThrough {
+    type Hasher = PassThroughHasher;
+    fn build_hasher(&self) -> PassThroughHasher {
+        PassThroughHasher::default()
+    }
+}
+
+/// What a lookup proved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Found a copy of the fingerprint.
+    Present,
+    /// Proved absence.
+    Absent,
+    /// Gave up and answered "maybe present".
+    Unproven,
+}
+
+/// A filter with exactly `buckets` buckets, `stripes` stripes and `bits`-wide fingerprints,
+/// items hashed by [`PassThrough`].
+pub fn tiny_filter(buckets: usize, stripes: usize, bits: u32) -> CuckooFilter<PassThrough> {
+    let shape = TableShape {
+        buckets,
+        bits,
+        stripes,
+    };
+    let limits = Limits {
+        path_nodes: 16,
+        path_depth: 4,
+        ..Limits::DEFAULT
+    };
+    let table = Table::new(shape, limits).expect("tiny table");
+    CuckooFilter::from_parts(table, PassThrough)
+}
+
+/// The item (hash) whose primary bucket is `primary` and whose fingerprint is `fp`.
+pub fn item(filter: &CuckooFilter<PassThrough>, primary: usize, fp: u64) -> u64 {
+    filter.table().mapper().hash_for(primary, fp)
+}
+
+/// The alternate bucket of fingerprint `fp` stored in `bucket`.
+pub fn alternate(filter: &CuckooFilter<PassThrough>, bucket: usize, fp: u64) -> usize {
+    filter.table().mapper().alternate(bucket, fp)
+}
+
+/// Stores `fp` in `bucket` (counted as one item); false when the bucket is full.
+pub fn place(filter: &CuckooFilter<PassThrough>, bucket: usize, fp: u64) -> bool {
+    filter.table().place_raw(bucket, fp)
+}
+
+/// Copies of `fp` in `bucket`.
+pub fn copies_in(filter: &CuckooFilter<PassThrough>, bucket: usize, fp: u64) -> u32 {
+    filter.table().raw_count(bucket, fp)
+}
+
+/// The full outcome of `contains(item)`.
+pub fn lookup(filter: &CuckooFilter<PassThrough>, item: u64) -> Outcome {
+    let table = filter.table();
+    match table.lookup(table.key(item)) {
+        Lookup::Present => Outcome::Present,
+        Lookup::Absent => Outcome::Absent,
+        Lookup::Unproven => Outcome::Unproven,
+    }
+}

@@ -1,0 +1,170 @@
+//! One cuckoo table: bucket words, their lock stripes, and the limits of a search.
+//!
+//! `read.rs` holds the wait-free lookups, `write.rs` inserts and removes, `path.rs` the search
+//! for a cuckoo path and the moves that execute it.
+
+mod path;
+mod read;
+mod write;
+
+use crate::bucket_word::WordLayout;
+use crate::hashing::{ItemKey, KeyMapper};
+use crate::stripe::StripeSet;
+use crate::sync::{AtomicU64, Ordering};
+
+pub(crate) use read::Lookup;
+pub(crate) use write::Placed;
+
+/// Bounds on the work of one operation (guarantees 2 and 3: readers finish in a bounded number
+/// of steps, and an insert that finds no room gives up without having changed anything).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// Optimistic attempts of a lookup before it answers "maybe present".
+    pub(crate) read_attempts: u32,
+    /// Buckets a path search may visit.
+    pub(crate) path_nodes: u32,
+    /// Longest cuckoo path, in hops.
+    pub(crate) path_depth: u32,
+    /// Place/search/move rounds of one insert before it reports `Full`.
+    pub(crate) insert_rounds: u32,
+}
+
+impl Limits {
+    pub(crate) const DEFAULT: Limits = Limits {
+        read_attempts: 64,
+        path_nodes: 2048,
+        path_depth: 8,
+        insert_rounds: 16,
+    };
+}
+
+/// The shape of a table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TableShape {
+    pub(crate) buckets: usize,
+    pub(crate) bits: u32,
+    pub(crate) stripes: usize,
+}
+
+/// The bucket words could not be allocated.
+#[derive(Debug)]
+pub(crate) struct AllocationFailed {
+    pub(crate) bytes: usize,
+}
+
+pub(crate) struct Table {
+    layout: WordLayout,
+    mapper: KeyMapper,
+    words: Box<[AtomicU64]>,
+    stripes: StripeSet,
+    limits: Limits,
+}
+
+impl Table {
+    /// A table of zeroed (empty) buckets. `shape` must already be valid: `bits` in range,
+    /// `buckets` in `1..=MAX_BUCKETS`, `stripes` a power of two.
+    pub(crate) fn new(shape: TableShape, limits: Limits) -> Result<Self, AllocationFailed> {
+        let layout = WordLayout::new(shape.bits).expect("fingerprint width validated by caller");
+        Ok(Table {
+            layout,
+            mapper: KeyMapper::new(shape.buckets, layout.max_fingerprint()),
+            words: zeroed_words(shape.buckets)?,
+            stripes: StripeSet::new(shape.stripes),
+            limits,
+        })
+    }
+
+    pub(crate) fn shape(&self) -> TableShape {
+        TableShape {
+            buckets: self.words.len(),
+            bits: self.layout.bits(),
+            stripes: self.stripes.count(),
+        }
+    }
+
+    pub(crate) fn layout(&self) -> &WordLayout {
+        &self.layout
+    }
+
+    /// Where an item with this hash lives.
+    #[inline]
+    pub(crate) fn key(&self, hash: u64) -> ItemKey {
+        self.mapper.key(hash)
+    }
+
+    #[cfg(loom)]
+    pub(crate) fn mapper(&self) -> &KeyMapper {
+        &self.mapper
+    }
+
+    /// Total slots.
+    pub(crate) fn slots(&self) -> usize {
+        self.words.len() * self.layout.slots() as usize
+    }
+
+    /// Items stored (exact when no writer is running).
+    pub(crate) fn len(&self) -> usize {
+        self.stripes.items()
+    }
+
+    /// Bytes of heap memory held by the table.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.words) + self.stripes.count() * 16
+    }
+
+    /// Empties every bucket; exclusive access makes this a plain sweep.
+    pub(crate) fn clear(&mut self) {
+        for w in self.words.iter() {
+            w.store(0, Ordering::Relaxed);
+        }
+        self.stripes.reset_items();
+    }
+
+    /// The two buckets of a key (equal when the fingerprint maps the bucket onto itself).
+    #[inline]
+    fn buckets_of(&self, key: ItemKey) -> (usize, usize) {
+        (
+            key.primary,
+            self.mapper.alternate(key.primary, key.fingerprint),
+        )
+    }
+
+    #[inline]
+    fn word(&self, bucket: usize) -> &AtomicU64 {
+        &self.words[bucket]
+    }
+
+    /// Writes `fp` into a lane of `bucket` directly, bypassing the search (loom models use this
+    /// to set up a kick chain). Returns false when the bucket is full.
+    #[cfg(loom)]
+    pub(crate) fn place_raw(&self, bucket: usize, fp: u64) -> bool {
+        let guard = self.stripes.lock_pair(bucket, bucket);
+        let word = self.word(bucket).load(Ordering::Relaxed);
+        let Some(shift) = self.layout.first_empty(word) else {
+            return false;
+        };
+        self.word(bucket)
+            .store(self.layout.with_lane(word, shift, fp), Ordering::Relaxed);
+        guard.add_items(1);
+        true
+    }
+
+    /// How many lanes of `bucket` hold `fp` right now (a loom model's view of the table).
+    #[cfg(loom)]
+    pub(crate) fn raw_count(&self, bucket: usize, fp: u64) -> u32 {
+        let _guard = self.stripes.lock_pair(bucket, bucket);
+        self.layout
+            .count(self.word(bucket).load(Ordering::Relaxed), fp)
+    }
+}
+
+/// `n` empty bucket words, or an error instead of an abort when memory is short.
+fn zeroed_words(n: usize) -> Result<Box<[AtomicU64]>, AllocationFailed> {
+    let failed = || AllocationFailed {
+        bytes: n.saturating_mul(8),
+    };
+    let mut words = Vec::new();
+    words.try_reserve_exact(n).map_err(|_| failed())?;
+    words.resize_with(n, || AtomicU64::new(0));
+    Ok(words.into_boxed_slice())
+}

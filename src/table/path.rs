@@ -1,0 +1,170 @@
+//! Cuckoo paths: a breadth-first search for a free lane, and the moves that walk a path back.
+//!
+//! The search reads bucket words without locks (as in MemC3 and libcuckoo); what it finds is
+//! only a plan. Each move re-checks its part of the plan under the two stripes it changes, so a
+//! stale plan costs a new search, never a lost fingerprint.
+
+use super::Table;
+use crate::sync::Ordering;
+
+/// Move the fingerprint in lane `shift` of bucket `from` to its alternate bucket `to`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Hop {
+    pub(crate) from: usize,
+    pub(crate) shift: u32,
+    pub(crate) fingerprint: u64,
+    pub(crate) to: usize,
+}
+
+/// A bucket reached by the search, and how: through lane `shift` of its parent, whose
+/// fingerprint has this bucket as its alternate.
+#[derive(Clone, Copy)]
+struct Node {
+    bucket: u32,
+    parent: u32,
+    fingerprint: u32,
+    shift: u8,
+    depth: u8,
+}
+
+const ROOT: u32 = u32::MAX;
+
+impl Table {
+    /// Searches, breadth first from buckets `a` and `b`, for the shortest path of moves that
+    /// frees a lane in `a` or `b`. Returns the hops in execution order (the one into the free
+    /// lane first); an empty list when `a` or `b` already has room; `None` when nothing was
+    /// found within the limits.
+    pub(crate) fn find_path(&self, a: usize, b: usize) -> Option<Vec<Hop>> {
+        let limits = self.limits;
+        let mut nodes: Vec<Node> = Vec::with_capacity((limits.path_nodes as usize).min(256));
+        for root in [a, b] {
+            if nodes.first().is_some_and(|n| n.bucket as usize == root) {
+                continue;
+            }
+            if self.has_room(root) {
+                return Some(Vec::new());
+            }
+            nodes.push(Node {
+                bucket: root as u32,
+                parent: ROOT,
+                fingerprint: 0,
+                shift: 0,
+                depth: 0,
+            });
+        }
+        let mut next = 0;
+        while next < nodes.len() {
+            let node = nodes[next];
+            if u32::from(node.depth) < limits.path_depth {
+                // Relaxed: a stale view only makes a move fail its check later.
+                let word = self.word(node.bucket as usize).load(Ordering::Relaxed);
+                for shift in self.layout.lane_shifts() {
+                    let fingerprint = self.layout.lane(word, shift);
+                    if fingerprint == 0 {
+                        // Emptied since it was judged full: the path to it is enough.
+                        return Some(self.hops_to(&nodes, next));
+                    }
+                    let to = self.mapper.alternate(node.bucket as usize, fingerprint);
+                    if to == node.bucket as usize || on_path(&nodes, next, to) {
+                        continue;
+                    }
+                    if nodes.len() >= limits.path_nodes as usize {
+                        return None;
+                    }
+                    nodes.push(Node {
+                        bucket: to as u32,
+                        parent: next as u32,
+                        fingerprint: fingerprint as u32,
+                        shift: shift as u8,
+                        depth: node.depth + 1,
+                    });
+                    if self.has_room(to) {
+                        return Some(self.hops_to(&nodes, nodes.len() - 1));
+                    }
+                }
+            }
+            next += 1;
+        }
+        None
+    }
+
+    /// Executes hops in order; stops at the first whose check fails. Returns whether all ran.
+    pub(crate) fn execute_path(&self, hops: &[Hop]) -> bool {
+        hops.iter().all(|&hop| self.move_fingerprint(hop))
+    }
+
+    /// Moves one fingerprint to its alternate bucket under the stripes of both buckets, after
+    /// checking that it is still where the search saw it and that the destination has room.
+    pub(crate) fn move_fingerprint(&self, hop: Hop) -> bool {
+        let Hop {
+            from,
+            shift,
+            fingerprint,
+            to,
+        } = hop;
+        let _guard = self.stripes.lock_pair(from, to);
+        let layout = &self.layout;
+        // Relaxed: we hold both stripes, and the lock's Acquire made the last writes visible.
+        let source = self.word(from).load(Ordering::Relaxed);
+        if layout.lane(source, shift) != fingerprint {
+            return false;
+        }
+        let destination = self.word(to).load(Ordering::Relaxed);
+        let Some(free) = layout.first_empty(destination) else {
+            return false;
+        };
+        let copied = layout.with_lane(destination, free, fingerprint);
+        let erased = layout.with_lane(source, shift, 0);
+        #[cfg(not(loom_mutant = "erase_before_copy"))]
+        {
+            // Copy before erase, and the erase with Release: a lock-free probe that sees the
+            // erase also sees the copy, so a moving fingerprint is never missing (see `probe`).
+            self.word(to).store(copied, Ordering::Relaxed);
+            self.word(from).store(erased, Ordering::Release);
+        }
+        #[cfg(loom_mutant = "erase_before_copy")]
+        {
+            self.word(from).store(erased, Ordering::Release);
+            self.word(to).store(copied, Ordering::Relaxed);
+        }
+        true
+    }
+
+    /// Whether `bucket` has an empty lane right now (lock-free, advisory).
+    fn has_room(&self, bucket: usize) -> bool {
+        // Relaxed: advisory, checked again under the lock before anything is written.
+        self.layout
+            .first_empty(self.word(bucket).load(Ordering::Relaxed))
+            .is_some()
+    }
+
+    /// The hops that lead from a root to node `end`, in execution order (last hop first).
+    fn hops_to(&self, nodes: &[Node], end: usize) -> Vec<Hop> {
+        let mut hops = Vec::with_capacity(nodes[end].depth as usize);
+        let mut at = end;
+        while nodes[at].parent != ROOT {
+            let node = nodes[at];
+            hops.push(Hop {
+                from: nodes[node.parent as usize].bucket as usize,
+                shift: u32::from(node.shift),
+                fingerprint: u64::from(node.fingerprint),
+                to: node.bucket as usize,
+            });
+            at = node.parent as usize;
+        }
+        hops
+    }
+}
+
+/// Whether `bucket` is node `at` or one of its ancestors (a path must not revisit a bucket).
+fn on_path(nodes: &[Node], mut at: usize, bucket: usize) -> bool {
+    loop {
+        if nodes[at].bucket as usize == bucket {
+            return true;
+        }
+        if nodes[at].parent == ROOT {
+            return false;
+        }
+        at = nodes[at].parent as usize;
+    }
+}

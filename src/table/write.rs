@@ -1,0 +1,88 @@
+//! Inserts and removes. Every write holds the stripes of both buckets of the fingerprint it
+//! changes, so lookups validated against either stripe see it whole or not at all.
+
+use super::Table;
+use crate::hashing::ItemKey;
+use crate::sync::Ordering;
+
+/// What an insert did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Placed {
+    /// A new copy of the fingerprint was stored.
+    Inserted,
+    /// `unique` was asked for and a copy was already there; nothing changed.
+    AlreadyPresent,
+}
+
+/// No room could be found within the search limits; the table is as it was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct NoRoom;
+
+impl Table {
+    /// Inserts a copy of the key's fingerprint (or, with `unique`, only if none is there).
+    ///
+    /// When both buckets are full, a cuckoo path to a free lane is searched without locks and
+    /// executed from its free end back to the key's buckets, one locked move at a time; then the
+    /// placement is tried again. The fingerprint being inserted is never stored until a lane is
+    /// free for it, and a move never leaves a fingerprint outside the table, so giving up at any
+    /// point loses nothing.
+    pub(crate) fn insert(&self, key: ItemKey, unique: bool) -> Result<Placed, NoRoom> {
+        let (a, b) = self.buckets_of(key);
+        for _ in 0..self.limits.insert_rounds {
+            if let Some(placed) = self.try_place(a, b, key.fingerprint, unique) {
+                return Ok(placed);
+            }
+            let hops = self.find_path(a, b).ok_or(NoRoom)?;
+            // A failed move means another writer changed the path; search again.
+            self.execute_path(&hops);
+        }
+        Err(NoRoom)
+    }
+
+    /// Stores `fp` in the emptier of its two buckets, under both stripes.
+    fn try_place(&self, a: usize, b: usize, fp: u64, unique: bool) -> Option<Placed> {
+        let guard = self.stripes.lock_pair(a, b);
+        let layout = &self.layout;
+        // Relaxed: we hold both stripes, and the lock's Acquire made the last writes visible.
+        let word_a = self.word(a).load(Ordering::Relaxed);
+        let word_b = self.word(b).load(Ordering::Relaxed);
+        if unique && (layout.holds(word_a, fp) || layout.holds(word_b, fp)) {
+            return Some(Placed::AlreadyPresent);
+        }
+        // The emptier bucket first: spreading load keeps kick chains rare and short.
+        let (first, second) = if layout.occupied(word_b) < layout.occupied(word_a) {
+            ((b, word_b), (a, word_a))
+        } else {
+            ((a, word_a), (b, word_b))
+        };
+        for (bucket, word) in [first, second] {
+            if let Some(shift) = layout.first_empty(word) {
+                // Relaxed: ordered for readers by the lock's release fence (see `lock_pair`).
+                self.word(bucket)
+                    .store(layout.with_lane(word, shift, fp), Ordering::Relaxed);
+                guard.add_items(1);
+                return Some(Placed::Inserted);
+            }
+        }
+        None
+    }
+
+    /// Removes one copy of the key's fingerprint, if there is one.
+    pub(crate) fn remove(&self, key: ItemKey) -> bool {
+        let (a, b) = self.buckets_of(key);
+        let guard = self.stripes.lock_pair(a, b);
+        for bucket in [a, b] {
+            // Relaxed: we hold both stripes.
+            let word = self.word(bucket).load(Ordering::Relaxed);
+            if let Some(shift) = self.layout.first_match(word, key.fingerprint) {
+                // Relaxed: a lookup that sees this store also sees our lock (release fence) and
+                // retries; one that does not see it still finds the copy we take away.
+                self.word(bucket)
+                    .store(self.layout.with_lane(word, shift, 0), Ordering::Relaxed);
+                guard.add_items(-1);
+                return true;
+            }
+        }
+        false
+    }
+}
