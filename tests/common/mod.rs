@@ -1,0 +1,55 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// SplitMix64: a tiny, fast, seedable generator (good enough to pick test keys and operations).
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
+    }
+}
+
+/// The seed for a randomized test: `ATOMIC_CUCKOO_SEED` if set, else fresh from the clock.
+/// Printed either way, so a failure can be replayed.
+pub fn seed(test: &str) -> u64 {
+    let seed = match std::env::var("ATOMIC_CUCKOO_SEED") {
+        Ok(v) => v.parse().expect("ATOMIC_CUCKOO_SEED must be a u64"),
+        Err(_) => SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0x5eed),
+    };
+    println!("{test}: seed = {seed} (replay with ATOMIC_CUCKOO_SEED={seed})");
+    seed
+}
+
+/// A fixed seed, printed like a random one (for statistical tests whose outcome must not vary
+/// from run to run).
+pub fn fixed_seed(test: &str, seed: u64) -> u64 {
+    println!("{test}: fixed seed = {seed}");
+    seed
+}
+
+/// `n` distinct keys from a seeded generator (distinct: a permutation of a counter).
+pub fn distinct_keys(seed: u64, n: usize) -> Vec<u64> {
+    // An odd multiplier and an xor are a bijection on u64, so distinct inputs stay distinct.
+    let mult = Rng::new(seed).next_u64() | 1;
+    (0..n as u64).map(|i| i.wrapping_mul(mult) ^ seed).collect()
+}

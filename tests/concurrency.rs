@@ -1,0 +1,280 @@
+//! Stress tests with real threads. They sample interleavings (loom explores them exhaustively on
+//! tiny tables, see `loom-tests/`); here the tables are large, nearly full, and the hardware is
+//! real. Each test is bounded in time and in operations.
+
+mod common;
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use atomic_cuckoo::CuckooFilter;
+
+const RUN_FOR: Duration = Duration::from_millis(1500);
+
+/// One thread churns inserts and removes with the table at 93-95 % load, where most inserts find
+/// both buckets full and run kick chains that move stable items' fingerprints (about two thirds
+/// did at 93-94 %, measured with a temporary counter); another thread checks that every stable
+/// item is still found.
+#[test]
+fn readers_never_miss_stable_items_while_a_writer_churns_near_full() {
+    let seed = common::seed("churn near full");
+    let filter = Arc::new(
+        CuckooFilter::builder()
+            .capacity(60_000)
+            .fingerprint_bits(16)
+            .build()
+            .unwrap(),
+    );
+    let slots = filter.capacity();
+    let keys = common::distinct_keys(seed, slots * 20);
+    let (stable, churn_keys) = keys.split_at((slots as f64 * 0.85) as usize);
+    for k in stable {
+        filter.insert(k).unwrap();
+    }
+    let stable: Arc<Vec<u64>> = Arc::new(stable.to_vec());
+    let churn_keys: Vec<u64> = churn_keys.to_vec();
+    let done = Arc::new(AtomicBool::new(false));
+    let start = Arc::new(Barrier::new(2));
+
+    let churner = {
+        let (filter, done, start) = (Arc::clone(&filter), Arc::clone(&done), Arc::clone(&start));
+        thread::spawn(move || {
+            let (low, high) = (
+                (slots as f64 * 0.93) as usize,
+                (slots as f64 * 0.95) as usize,
+            );
+            let mut resident: VecDeque<u64> = VecDeque::new();
+            let (mut inserts, mut full) = (0usize, 0usize);
+            start.wait();
+            let began = Instant::now();
+            for &key in &churn_keys {
+                if began.elapsed() > RUN_FOR {
+                    break;
+                }
+                if filter.insert(&key).is_ok() {
+                    resident.push_back(key);
+                    inserts += 1;
+                } else {
+                    full += 1;
+                }
+                // Keep the load between 93 % and 95 %: remove the oldest churn items.
+                while filter.len() > high || (full > 0 && filter.len() > low) {
+                    let old = resident.pop_front().expect("churn items to remove");
+                    assert!(filter.remove(&old));
+                    full = 0;
+                }
+            }
+            done.store(true, Ordering::Release);
+            (inserts, resident)
+        })
+    };
+    let checker = {
+        let (filter, done, stable, start) = (
+            Arc::clone(&filter),
+            Arc::clone(&done),
+            Arc::clone(&stable),
+            Arc::clone(&start),
+        );
+        thread::spawn(move || {
+            let (mut checks, mut misses) = (0usize, 0usize);
+            start.wait();
+            while !done.load(Ordering::Acquire) {
+                for k in stable.iter() {
+                    checks += 1;
+                    if !filter.contains(k) {
+                        misses += 1;
+                    }
+                }
+            }
+            (checks, misses)
+        })
+    };
+    let (inserts, resident) = churner.join().unwrap();
+    let (checks, misses) = checker.join().unwrap();
+    println!(
+        "churn inserts {inserts}, stable checks {checks}, misses {misses}, final load {:.3}",
+        filter.load_factor()
+    );
+    assert!(
+        inserts > 10_000,
+        "the churner barely ran: {inserts} inserts"
+    );
+    assert!(
+        checks >= stable.len(),
+        "the checker did not finish one pass"
+    );
+    assert_eq!(misses, 0, "false negatives under churn");
+    assert_eq!(filter.len(), stable.len() + resident.len());
+    assert!(stable
+        .iter()
+        .chain(resident.iter())
+        .all(|k| filter.contains(k)));
+}
+
+/// Writers publish how far they got; readers check only items whose insert has returned (and
+/// happened before the reader's look, through the published counter). Inserts fill the table to
+/// 95 %, so the later ones run kick chains.
+#[test]
+fn inserted_items_are_found_by_readers_that_start_afterwards() {
+    let seed = common::seed("publish and look");
+    let filter = Arc::new(
+        CuckooFilter::builder()
+            .capacity(100_000)
+            .fingerprint_bits(12)
+            .build()
+            .unwrap(),
+    );
+    let total = (filter.capacity() as f64 * 0.95) as usize;
+    let keys = Arc::new(common::distinct_keys(seed, total));
+    let published = Arc::new(AtomicUsize::new(0));
+    let writer = {
+        let (filter, keys, published) = (
+            Arc::clone(&filter),
+            Arc::clone(&keys),
+            Arc::clone(&published),
+        );
+        thread::spawn(move || {
+            for (i, k) in keys.iter().enumerate() {
+                filter.insert(k).unwrap();
+                published.store(i + 1, Ordering::Release);
+            }
+        })
+    };
+    let reader = {
+        let (filter, keys, published) = (
+            Arc::clone(&filter),
+            Arc::clone(&keys),
+            Arc::clone(&published),
+        );
+        thread::spawn(move || {
+            let mut rng = common::Rng::new(seed);
+            let (mut checks, mut misses) = (0usize, 0usize);
+            loop {
+                let upto = published.load(Ordering::Acquire);
+                if upto == 0 {
+                    continue;
+                }
+                // The most recent items (most likely mid-kick) and random older ones.
+                for i in (upto.saturating_sub(8)..upto)
+                    .chain((0..8).map(|_| rng.below(upto as u64) as usize))
+                {
+                    checks += 1;
+                    if !filter.contains(&keys[i]) {
+                        misses += 1;
+                    }
+                }
+                if upto == keys.len() {
+                    return (checks, misses);
+                }
+            }
+        })
+    };
+    writer.join().unwrap();
+    let (checks, misses) = reader.join().unwrap();
+    println!(
+        "{checks} checks, {misses} misses, load {:.3}",
+        filter.load_factor()
+    );
+    assert_eq!(misses, 0);
+    assert_eq!(filter.len(), total);
+}
+
+/// Four writers on disjoint keys fill the table to 90 %, then each removes half of its keys.
+#[test]
+fn concurrent_writers_on_disjoint_keys_lose_nothing() {
+    let seed = common::seed("disjoint writers");
+    let threads = 4;
+    let filter = Arc::new(
+        CuckooFilter::builder()
+            .capacity(200_000)
+            .fingerprint_bits(16)
+            .build()
+            .unwrap(),
+    );
+    let per_thread = (filter.capacity() as f64 * 0.90) as usize / threads;
+    let keys = Arc::new(common::distinct_keys(seed, per_thread * threads));
+    let barrier = Arc::new(Barrier::new(threads));
+    let run = |phase: fn(&CuckooFilter, &[u64])| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (filter, keys, barrier) =
+                    (Arc::clone(&filter), Arc::clone(&keys), Arc::clone(&barrier));
+                thread::spawn(move || {
+                    barrier.wait();
+                    phase(&filter, &keys[t * per_thread..(t + 1) * per_thread]);
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+    };
+    run(|f, mine| {
+        for k in mine {
+            f.insert(k).unwrap();
+        }
+    });
+    assert_eq!(filter.len(), keys.len());
+    assert!(
+        keys.iter().all(|k| filter.contains(k)),
+        "an inserted key is missing"
+    );
+    run(|f, mine| {
+        for k in mine.iter().step_by(2) {
+            assert!(f.remove(k));
+        }
+    });
+    let kept: Vec<u64> = (0..threads)
+        .flat_map(|t| {
+            keys[t * per_thread..(t + 1) * per_thread]
+                .iter()
+                .skip(1)
+                .step_by(2)
+                .copied()
+        })
+        .collect();
+    assert_eq!(filter.len(), kept.len());
+    assert!(
+        kept.iter().all(|k| filter.contains(k)),
+        "a kept key is missing"
+    );
+}
+
+/// Threads race `insert_unique` over the same keys: each key is added exactly once.
+#[test]
+fn racing_insert_unique_adds_each_key_once() {
+    let seed = common::seed("racing insert_unique");
+    let threads = 3;
+    // 32-bit fingerprints: a collision between two of these keys is a ~1e-5 event.
+    let filter = Arc::new(
+        CuckooFilter::builder()
+            .capacity(40_000)
+            .fingerprint_bits(32)
+            .build()
+            .unwrap(),
+    );
+    let keys = Arc::new(common::distinct_keys(seed, 30_000));
+    let barrier = Arc::new(Barrier::new(threads));
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let (filter, keys, barrier) =
+                (Arc::clone(&filter), Arc::clone(&keys), Arc::clone(&barrier));
+            thread::spawn(move || {
+                barrier.wait();
+                keys.iter()
+                    .map(|k| usize::from(filter.insert_unique(k).unwrap()))
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let results: Vec<Vec<usize>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    for (i, k) in keys.iter().enumerate() {
+        let winners: usize = results.iter().map(|r| r[i]).sum();
+        assert_eq!(winners, 1, "key {k} added by {winners} threads");
+        assert_eq!(filter.count(k), 1);
+    }
+    assert_eq!(filter.len(), keys.len());
+}
