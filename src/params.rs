@@ -61,10 +61,18 @@ pub(crate) fn buckets_for(items: usize, bits: u32) -> Option<usize> {
     (even <= MAX_BUCKETS as f64).then_some(even as usize)
 }
 
-/// Lock stripes for a table: about one per four buckets, at most 4096 (64 KiB, small enough to
-/// stay in cache for readers, many enough that writers rarely meet).
+/// Fewest lock stripes (unless the table has fewer buckets).
+const MIN_STRIPES: usize = 16;
+/// Most lock stripes: 64 KiB of stripes, small enough to stay in cache for readers.
+const MAX_STRIPES: usize = 4096;
+
+/// Lock stripes for a table: a power of two, one per 128 buckets or fewer (so that they cost at
+/// most 1/64 of the table's memory), within `MIN_STRIPES..=MAX_STRIPES`. Writers on different
+/// stripes never wait for each other; with 2048 or more stripes, two writers meet rarely.
 pub(crate) fn stripes_for(buckets: usize) -> usize {
-    (buckets / 4).clamp(1, 4096).next_power_of_two()
+    let by_size = (buckets / 128).max(1);
+    let power_below = 1usize << by_size.ilog2();
+    power_below.clamp(MIN_STRIPES.min(buckets.next_power_of_two()), MAX_STRIPES)
 }
 
 /// The default false-positive rate target.
