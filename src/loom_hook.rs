@@ -85,12 +85,19 @@ pub fn copies_in(filter: &CuckooFilter<PassThrough>, bucket: usize, fp: u64) -> 
     filter.table().raw_count(bucket, fp)
 }
 
-/// The full outcome of `contains(item)`.
-pub fn lookup(filter: &CuckooFilter<PassThrough>, item: u64) -> Outcome {
+/// The full outcome of `contains(item)` and the number of optimistic attempts it took.
+pub fn lookup(filter: &CuckooFilter<PassThrough>, item: u64) -> (Outcome, u32) {
     let table = filter.table();
-    match table.lookup(table.key(item)) {
+    let (lookup, attempts) = table.lookup_counting_attempts(table.key(item));
+    let outcome = match lookup {
         Lookup::Present => Outcome::Present,
         Lookup::Absent => Outcome::Absent,
         Lookup::Unproven => Outcome::Unproven,
-    }
+    };
+    (outcome, attempts)
+}
+
+/// The fingerprint of `item`.
+pub fn fingerprint(filter: &CuckooFilter<PassThrough>, item: u64) -> u64 {
+    filter.table().key(item).fingerprint
 }

@@ -31,19 +31,28 @@ impl Stripe {
     }
 
     /// Takes the stripe and returns the even version it had.
+    ///
+    /// A load, then a compare-exchange from that (even) version. An attempt that fails writes
+    /// nothing: every store to a version word is a successful lock or its holder's unlock, one
+    /// chain in modification order. (A `fetch_or` that fails would store the odd value again;
+    /// harmless on hardware, but loom does not order such a store against the holder's plain
+    /// unlock store (tokio-rs/loom#389), and lets the waiter read its own stale store forever.)
     fn lock(&self) -> u64 {
         let wait = SpinWait::new();
         loop {
-            // Acquire: the holder must see every store of the previous holder, whose Release
-            // unlock this reads from. The lock starts with the RMW, not a load (loom#392).
-            let old = self.version.fetch_or(1, Ordering::Acquire);
-            if old & 1 == 0 {
-                return old;
+            // Relaxed: only chooses the value to compare against; the exchange synchronizes.
+            let current = self.version.load(Ordering::Relaxed);
+            // Acquire on success: the holder must see every store of the previous holder,
+            // whose Release unlock this reads from.
+            if current & 1 == 0
+                && self
+                    .version
+                    .compare_exchange(current, current | 1, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return current;
             }
-            // Relaxed: only a hint that the holder left; the RMW above is what synchronizes.
-            while self.version.load(Ordering::Relaxed) & 1 == 1 {
-                wait.wait();
-            }
+            wait.wait();
         }
     }
 
@@ -129,8 +138,9 @@ impl StripeSet {
         // Release fence: our data stores are Relaxed; a reader whose Acquire load sees one of
         // them synchronizes with this fence, so it also sees the odd versions written above and
         // fails its validation (Boehm's seqlock writer).
-        #[cfg(not(loom_mutant = "no_release_fence"))]
-        fence(Ordering::Release);
+        if !cfg!(loom_mutant = "no_release_fence") {
+            fence(Ordering::Release);
+        }
         PairGuard {
             low: (&self.stripes[low], low_held),
             high: high_held,

@@ -1,2 +1,160 @@
-//! Loom model checks of atomic-cuckoo live in `tests/`; run them with
-//! `RUSTFLAGS="--cfg loom" cargo test -p loom-tests --release`.
+//! Helpers for the loom model checks of atomic-cuckoo (the models are in `tests/`).
+//!
+//! Everything here is compiled only with `--cfg loom`:
+//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p loom-tests --release`.
+#![cfg(loom)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+pub use atomic_cuckoo::loom_hook::{self as hook, Outcome, PassThrough};
+use atomic_cuckoo::CuckooFilter;
+pub use loom::sync::Arc;
+
+/// The filter type of every model: items are their own hashes.
+pub type Filter = CuckooFilter<PassThrough>;
+
+/// Fingerprint width of the models: 32 bits, so a bucket has two slots and fills quickly.
+pub const BITS: u32 = 32;
+
+/// A tiny table and the fingerprints placed in it so far.
+pub struct Table {
+    pub filter: Filter,
+    taken: Vec<u64>,
+}
+
+impl Table {
+    /// `buckets` buckets of two slots, guarded by `stripes` stripes.
+    pub fn new(buckets: usize, stripes: usize) -> Self {
+        Table {
+            filter: hook::tiny_filter(buckets, stripes, BITS),
+            taken: Vec::new(),
+        }
+    }
+
+    /// A fingerprint not used yet whose alternate bucket from `bucket` is `partner`. The search
+    /// is deterministic, so every interleaving starts from the same table.
+    pub fn fingerprint(&mut self, bucket: usize, partner: usize) -> u64 {
+        let fp = (1u64..)
+            .find(|fp| {
+                !self.taken.contains(fp) && hook::alternate(&self.filter, bucket, *fp) == partner
+            })
+            .expect("some fingerprint pairs these buckets");
+        self.taken.push(fp);
+        fp
+    }
+
+    /// Stores a new fingerprint pairing `bucket` with `partner` in `bucket`; returns the item.
+    pub fn put(&mut self, bucket: usize, partner: usize) -> u64 {
+        let fp = self.fingerprint(bucket, partner);
+        assert!(
+            hook::place(&self.filter, bucket, fp),
+            "bucket {bucket} is full"
+        );
+        hook::item(&self.filter, bucket, fp)
+    }
+
+    /// An item (not stored) with primary bucket `primary` and a new fingerprint pairing it with
+    /// `partner`.
+    pub fn new_item(&mut self, primary: usize, partner: usize) -> u64 {
+        let fp = self.fingerprint(primary, partner);
+        hook::item(&self.filter, primary, fp)
+    }
+}
+
+/// Copies of `item`'s fingerprint in `buckets`.
+pub fn copies(filter: &Filter, item: u64, buckets: &[usize]) -> u32 {
+    let fp = hook::fingerprint(filter, item);
+    buckets
+        .iter()
+        .map(|&b| hook::copies_in(filter, b, fp))
+        .sum()
+}
+
+/// Every model thread, spawned or main, starts with an RMW on this shared counter before its
+/// role: loom may not explore a spawned thread whose first operation is a load
+/// (tokio-rs/loom#392), and a lookup (or a lock) starts with one.
+pub struct Start(loom::sync::atomic::AtomicUsize);
+
+impl Start {
+    pub fn new() -> Self {
+        Start(loom::sync::atomic::AtomicUsize::new(0))
+    }
+
+    pub fn go(&self) {
+        // Relaxed: not a synchronization, only a first operation that is not a load.
+        self.0.fetch_add(1, loom::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl Default for Start {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What one thread of a model does with the shared state.
+pub type Role<S> = fn(&S);
+
+/// Fewest interleavings a model must explore: fewer means loom did not explore it (a blind
+/// spot such as tokio-rs/loom#392), and a model that was not explored proves nothing.
+pub const MIN_INTERLEAVINGS: usize = 10;
+
+/// Runs a loom model and prints how many interleavings it explored.
+pub fn check(name: &str, model: impl Fn() + Sync + Send + 'static) {
+    let explored = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = std::sync::Arc::clone(&explored);
+    let mut builder = loom::model::Builder::new();
+    // Loom's default of 1000 branch points per execution is too few for a kick chain in a full
+    // table plus its setup; spinning is bounded anyway (locks yield, readers give up).
+    builder.max_branches = builder.max_branches.max(20_000);
+    // Relaxed: a plain tally; loom runs one interleaving at a time on this thread's behalf.
+    builder.check(move || {
+        counter.fetch_add(1, Ordering::Relaxed);
+        model();
+    });
+    let explored = explored.load(Ordering::Relaxed);
+    println!("loom model `{name}`: {explored} interleavings explored");
+    assert!(
+        explored >= MIN_INTERLEAVINGS,
+        "loom model `{name}` explored only {explored} interleavings: not a real check"
+    );
+}
+
+/// Checks a two-thread scenario twice: once with `first` on a spawned thread and `second` on
+/// the model's main thread, once the other way round, so that each role also runs where loom's
+/// blind spot for spawned threads (tokio-rs/loom#392) cannot reach it.
+pub fn check_both_orders<S: Send + Sync + 'static>(
+    name: &str,
+    setup: fn() -> S,
+    first: Role<S>,
+    second: Role<S>,
+    after: Role<S>,
+) {
+    for first_spawned in [true, false] {
+        let label = if first_spawned {
+            format!("{name} [first spawned]")
+        } else {
+            format!("{name} [second spawned]")
+        };
+        check(&label, move || {
+            let state = Arc::new(setup());
+            let start = Arc::new(Start::new());
+            let (spawned, here): (Role<S>, Role<S>) = if first_spawned {
+                (first, second)
+            } else {
+                (second, first)
+            };
+            let handle = {
+                let (state, start) = (Arc::clone(&state), Arc::clone(&start));
+                loom::thread::spawn(move || {
+                    start.go();
+                    spawned(&state)
+                })
+            };
+            start.go();
+            here(&state);
+            handle.join().unwrap();
+            after(&state);
+        });
+    }
+}

@@ -40,22 +40,29 @@ impl Table {
     /// move between them, or a remove) holds the stripes of *both* buckets, so it is visible in
     /// either version. Writes that hold only one of them (moves of other fingerprints out of
     /// `b`, inserts into `b`) rewrite `b` under its lock and keep our lane as it was.
+    #[inline]
     pub(crate) fn lookup(&self, key: ItemKey) -> Lookup {
+        self.lookup_counting_attempts(key).0
+    }
+
+    /// `lookup`, also returning how many attempts it took (loom models assert on it).
+    #[inline]
+    pub(crate) fn lookup_counting_attempts(&self, key: ItemKey) -> (Lookup, u32) {
         let (a, b) = self.buckets_of(key);
         let stripe = self.stripes.of(a);
         for attempt in 1..=self.limits.read_attempts {
             let begun = stripe.read_begin();
             if self.probe(a, b, key.fingerprint) {
-                return Lookup::Present;
+                return (Lookup::Present, attempt);
             }
             if stripe.read_validate(begun) {
-                return Lookup::Absent;
+                return (Lookup::Absent, attempt);
             }
             if attempt < self.limits.read_attempts {
                 reader_pause();
             }
         }
-        Lookup::Unproven
+        (Lookup::Unproven, self.limits.read_attempts)
     }
 
     /// Copies of the fingerprint in the key's buckets (counted once if both are one bucket).

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs the loom suite against each deliberately broken variant of the crate and exits non-zero
+# if any variant survives. A variant counts as caught only when a model's own assertion fails
+# (a panic located in loom-tests/tests/): a build error, a loom-internal panic or a model that
+# explored too little is not a catch.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+mutants=(no_version_check no_release_fence erase_before_copy)
+preemptions="${LOOM_MAX_PREEMPTIONS:-2}"
+survivors=()
+
+for mutant in "${mutants[@]}"; do
+    target="target/loom-mutant-$mutant"
+    flags="--cfg loom --cfg loom_mutant=\"$mutant\""
+    mkdir -p "$target"
+    log="$target/mutant.log"
+    echo "=== mutant $mutant"
+    if ! RUSTFLAGS="$flags" CARGO_TARGET_DIR="$target" \
+        cargo test -p loom-tests --release --no-run; then
+        echo "mutant $mutant does not build: that proves nothing" >&2
+        exit 2
+    fi
+    RUSTFLAGS="$flags" CARGO_TARGET_DIR="$target" LOOM_MAX_PREEMPTIONS="$preemptions" \
+        cargo test -p loom-tests --release --no-fail-fast -- --nocapture >"$log" 2>&1
+    status=$?
+    caught_by=$(grep -E "^thread '.*' \([0-9]+\) panicked at loom-tests/tests/" "$log" |
+        sed -E "s/^thread '([^']*)'.*/\1/" | sort -u)
+    if [ "$status" -ne 0 ] && [ -n "$caught_by" ]; then
+        echo "caught by:"
+        printf '  %s\n' $caught_by
+    else
+        echo "SURVIVED (exit status $status); log: $log"
+        survivors+=("$mutant")
+    fi
+done
+
+if [ "${#survivors[@]}" -gt 0 ]; then
+    echo "mutants that survived the loom suite: ${survivors[*]}" >&2
+    exit 1
+fi
+echo "all ${#mutants[@]} mutants caught"
