@@ -7,15 +7,24 @@ use crate::bucket_word::{MAX_BITS, MIN_BITS};
 use crate::error::BuildError;
 use crate::filter::CuckooFilter;
 use crate::hashing::DefaultHashBuilder;
+use crate::levels::{GrowthPlan, LevelError, Levels, WidthRule};
 use crate::params;
-use crate::table::{Limits, Table, TableShape};
+use crate::table::{Limits, Table};
 
 /// Capacity of a builder that was not given one.
 pub const DEFAULT_CAPACITY: usize = 1_000_000;
 
-/// Configures a [`CuckooFilter`]: capacity, false-positive rate or fingerprint width, hasher.
+/// Maximum number of levels of a growing filter that was not given one.
+pub const DEFAULT_MAX_LEVELS: u32 = 32;
+
+/// Largest accepted [`Builder::max_levels`].
+const MAX_MAX_LEVELS: u32 = 64;
+
+/// Configures a [`CuckooFilter`]: capacity, false-positive rate or fingerprint width, growth,
+/// hasher.
 ///
-/// Every setting has a default: [`DEFAULT_CAPACITY`] items, a false-positive rate of 1 %, and
+/// Every setting has a default: [`DEFAULT_CAPACITY`] items, a false-positive rate of 1 %, no
+/// growth (a full filter reports [`InsertError::Full`](crate::InsertError::Full)), and
 /// [`DefaultHashBuilder`]. Settings are checked by [`Builder::build`], which returns a
 /// [`BuildError`] for any value it cannot honour instead of panicking.
 ///
@@ -35,6 +44,8 @@ pub struct Builder<S = DefaultHashBuilder> {
     capacity: usize,
     rate: Option<f64>,
     bits: Option<u32>,
+    expansion: u32,
+    max_levels: u32,
     hasher: S,
 }
 
@@ -44,6 +55,8 @@ impl Default for Builder {
             capacity: DEFAULT_CAPACITY,
             rate: None,
             bits: None,
+            expansion: 0,
+            max_levels: DEFAULT_MAX_LEVELS,
             hasher: DefaultHashBuilder::default(),
         }
     }
@@ -55,6 +68,8 @@ impl<S> fmt::Debug for Builder<S> {
             .field("capacity", &self.capacity)
             .field("false_positive_rate", &self.rate)
             .field("fingerprint_bits", &self.bits)
+            .field("expansion", &self.expansion)
+            .field("max_levels", &self.max_levels)
             .finish_non_exhaustive()
     }
 }
@@ -81,6 +96,41 @@ impl<S> Builder<S> {
         self
     }
 
+    /// Growth: `0` (the default) keeps a fixed capacity, and an insert that finds no room
+    /// returns [`InsertError::Full`](crate::InsertError::Full). With `factor >= 1`, such an
+    /// insert adds a new level (a sub-filter) of `factor ×` the previous level's capacity and
+    /// goes there; lookups check every level and never wait for a growth.
+    ///
+    /// The target false-positive rate `P` then holds for the whole filter: level `i` is given
+    /// `P / 2^(i+2) + P / (2 · max_levels)` of it, which sums to less than `P` over at most
+    /// [`max_levels`](Builder::max_levels) levels, and gets the narrowest fingerprint width that
+    /// meets its share. With an explicit [`fingerprint_bits`](Builder::fingerprint_bits), every
+    /// level uses that width and the rate grows with the number of levels
+    /// ([`CuckooFilter::false_positive_rate`] reports it).
+    ///
+    /// ```
+    /// use atomic_cuckoo::CuckooFilter;
+    ///
+    /// let filter = CuckooFilter::builder().capacity(1_000).expansion(2).build().unwrap();
+    /// for i in 0..10_000u32 {
+    ///     filter.insert(&i).unwrap(); // never Full: it grows
+    /// }
+    /// assert!(filter.levels() > 1);
+    /// assert!(filter.false_positive_rate() < 0.01);
+    /// ```
+    pub fn expansion(mut self, factor: u32) -> Self {
+        self.expansion = factor;
+        self
+    }
+
+    /// Most levels a growing filter may have, the first included: `1..=64`, default
+    /// [`DEFAULT_MAX_LEVELS`]. Past it, inserts into a full filter return
+    /// [`InsertError::MaxLevelsReached`](crate::InsertError::MaxLevelsReached).
+    pub fn max_levels(mut self, levels: u32) -> Self {
+        self.max_levels = levels;
+        self
+    }
+
     /// The hasher for items. Any `BuildHasher` works; it must be the same one (same seeds)
     /// wherever the filter's contents are interpreted.
     pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> Builder<S2> {
@@ -88,20 +138,26 @@ impl<S> Builder<S> {
             capacity: self.capacity,
             rate: self.rate,
             bits: self.bits,
+            expansion: self.expansion,
+            max_levels: self.max_levels,
             hasher,
         }
     }
 
     /// Builds the filter, or says which setting cannot be honoured.
     pub fn build(self) -> Result<CuckooFilter<S>, BuildError> {
-        let shape = self.shape()?;
+        let plan = self.plan()?;
+        let shape = plan.level_shape(0).map_err(|e| self.level_error(e))?;
         let table = Table::new(shape, Limits::DEFAULT)
             .map_err(|e| BuildError::AllocationFailed { bytes: e.bytes })?;
-        Ok(CuckooFilter::from_parts(table, self.hasher))
+        Ok(CuckooFilter::from_parts(
+            Levels::new(table, plan, Limits::DEFAULT),
+            self.hasher,
+        ))
     }
 
-    /// Validates the settings and derives the table's shape.
-    fn shape(&self) -> Result<TableShape, BuildError> {
+    /// Validates the settings and derives how every level is shaped.
+    fn plan(&self) -> Result<GrowthPlan, BuildError> {
         if let Some(bits) = self.bits {
             if !(MIN_BITS..=MAX_BITS).contains(&bits) {
                 return Err(BuildError::InvalidFingerprintBits { bits });
@@ -112,23 +168,42 @@ impl<S> Builder<S> {
                 return Err(BuildError::InvalidFalsePositiveRate { rate });
             }
         }
+        if !(1..=MAX_MAX_LEVELS).contains(&self.max_levels) {
+            return Err(BuildError::InvalidMaxLevels {
+                levels: self.max_levels,
+            });
+        }
         if self.capacity == 0 {
             return Err(BuildError::ZeroCapacity);
         }
-        let rate = self.rate.unwrap_or(params::DEFAULT_FALSE_POSITIVE_RATE);
-        let bits = match self.bits {
-            Some(bits) => bits,
-            None => params::bits_for_rate(rate)
-                .ok_or(BuildError::UnreachableFalsePositiveRate { rate })?,
+        let width = match self.bits {
+            Some(bits) => WidthRule::Fixed(bits),
+            None => WidthRule::Rate(self.rate.unwrap_or(params::DEFAULT_FALSE_POSITIVE_RATE)),
         };
-        let buckets =
-            params::buckets_for(self.capacity, bits).ok_or(BuildError::CapacityTooLarge {
+        let plan = GrowthPlan {
+            factor: self.expansion,
+            max_levels: if self.expansion == 0 {
+                1
+            } else {
+                self.max_levels
+            },
+            base_capacity: self.capacity,
+            width,
+        };
+        // The last level has the smallest share of the rate: if it is reachable, all are.
+        plan.level_bits(plan.max_levels - 1)
+            .map_err(|e| self.level_error(e))?;
+        Ok(plan)
+    }
+
+    fn level_error(&self, e: LevelError) -> BuildError {
+        match e {
+            LevelError::TooLarge { .. } => BuildError::CapacityTooLarge {
                 items: self.capacity,
-            })?;
-        Ok(TableShape {
-            buckets,
-            bits,
-            stripes: params::stripes_for(buckets),
-        })
+            },
+            LevelError::Unreachable { .. } => BuildError::UnreachableFalsePositiveRate {
+                rate: self.rate.unwrap_or(params::DEFAULT_FALSE_POSITIVE_RATE),
+            },
+        }
     }
 }

@@ -9,12 +9,31 @@ pub enum InsertError {
     /// No free lane could be reached for the item's fingerprint within the search limits. Every
     /// item stored before is still stored; removing items makes room again.
     Full,
+    /// The filter grows, but already has its maximum number of levels (see
+    /// [`Builder::max_levels`](crate::Builder::max_levels)) and the newest is full. Every item
+    /// stored before is still stored.
+    MaxLevelsReached {
+        /// The configured maximum.
+        levels: u32,
+    },
+    /// The filter grows, but the memory for its next level could not be allocated (or the level
+    /// would exceed the largest table). Every item stored before is still stored.
+    GrowthFailed {
+        /// Bytes that were asked for (`usize::MAX` when the size itself overflows).
+        bytes: usize,
+    },
 }
 
 impl fmt::Display for InsertError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
+        match *self {
             InsertError::Full => f.write_str("cuckoo filter is full: no free slot reachable"),
+            InsertError::MaxLevelsReached { levels } => {
+                write!(f, "cuckoo filter is full at its maximum of {levels} levels")
+            }
+            InsertError::GrowthFailed { bytes } => {
+                write!(f, "cuckoo filter could not grow: {bytes} bytes unavailable")
+            }
         }
     }
 }
@@ -53,6 +72,11 @@ pub enum BuildError {
         /// The width that was given.
         bits: u32,
     },
+    /// The maximum number of levels is outside `1..=64`.
+    InvalidMaxLevels {
+        /// The number that was given.
+        levels: u32,
+    },
 }
 
 impl fmt::Display for BuildError {
@@ -80,6 +104,9 @@ impl fmt::Display for BuildError {
             ),
             BuildError::InvalidFingerprintBits { bits } => {
                 write!(f, "fingerprint width {bits} is outside 4..=32 bits")
+            }
+            BuildError::InvalidMaxLevels { levels } => {
+                write!(f, "maximum level count {levels} is outside 1..=64")
             }
         }
     }

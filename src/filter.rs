@@ -5,9 +5,26 @@ use std::hash::{BuildHasher, Hash};
 
 use crate::builder::Builder;
 use crate::error::InsertError;
-use crate::hashing::{DefaultHashBuilder, ItemKey};
+use crate::hashing::DefaultHashBuilder;
+use crate::levels::Levels;
 use crate::params;
-use crate::table::{Lookup, Placed, Table};
+use crate::table::Lookup;
+
+/// Statistics of one level of a filter (see [`CuckooFilter::level_stats`]).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct LevelStats {
+    /// Items stored in the level.
+    pub len: usize,
+    /// Fingerprint slots of the level.
+    pub capacity: usize,
+    /// Fingerprint width of the level.
+    pub fingerprint_bits: u32,
+    /// Bytes of heap memory of the level (table and lock stripes).
+    pub memory_usage: usize,
+    /// Expected false-positive rate of the level at its current load.
+    pub false_positive_rate: f64,
+}
 
 /// A concurrent cuckoo filter: an approximate set with deletions, shared by reference
 /// (typically `Arc<CuckooFilter>`) between any number of threads.
@@ -58,7 +75,7 @@ use crate::table::{Lookup, Placed, Table};
 /// assert!((0..2_000u64).all(|i| filter.contains(&i)));
 /// ```
 pub struct CuckooFilter<S = DefaultHashBuilder> {
-    table: Table,
+    levels: Levels,
     hasher: S,
 }
 
@@ -99,8 +116,8 @@ impl CuckooFilter {
 }
 
 impl<S> CuckooFilter<S> {
-    pub(crate) fn from_parts(table: Table, hasher: S) -> Self {
-        CuckooFilter { table, hasher }
+    pub(crate) fn from_parts(levels: Levels, hasher: S) -> Self {
+        CuckooFilter { levels, hasher }
     }
 
     /// Number of stored items (fingerprints). Exact when no writer is running; while writers
@@ -113,7 +130,7 @@ impl<S> CuckooFilter<S> {
     /// assert_eq!(filter.len(), 2);
     /// ```
     pub fn len(&self) -> usize {
-        self.table.len()
+        self.levels.len()
     }
 
     /// Whether [`len`](CuckooFilter::len) is zero.
@@ -125,15 +142,60 @@ impl<S> CuckooFilter<S> {
         self.len() == 0
     }
 
-    /// Total fingerprint slots (buckets × slots per bucket). The filter is sized so that this is
-    /// somewhat more than the capacity it was built for.
+    /// Total fingerprint slots (buckets × slots per bucket) in all levels. The filter is sized so
+    /// that this is somewhat more than the capacity it was built for.
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(1_000);
     /// assert!(filter.capacity() >= 1_000);
     /// ```
     pub fn capacity(&self) -> usize {
-        self.table.slots()
+        self.levels.slots()
+    }
+
+    /// Statistics of each level, oldest first.
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::CuckooFilter::builder()
+    ///     .capacity(1_000)
+    ///     .expansion(2)
+    ///     .build()
+    ///     .unwrap();
+    /// for i in 0..5_000u32 {
+    ///     filter.insert(&i).unwrap();
+    /// }
+    /// let levels = filter.level_stats();
+    /// assert_eq!(levels.len(), filter.levels());
+    /// assert_eq!(levels.iter().map(|l| l.len).sum::<usize>(), 5_000);
+    /// ```
+    pub fn level_stats(&self) -> Vec<LevelStats> {
+        self.levels
+            .all()
+            .map(|t| {
+                let load = t.len() as f64 / t.slots() as f64;
+                LevelStats {
+                    len: t.len(),
+                    capacity: t.slots(),
+                    fingerprint_bits: t.layout().bits(),
+                    memory_usage: t.heap_bytes(),
+                    false_positive_rate: params::expected_false_positive_rate(
+                        t.layout().bits(),
+                        load,
+                    ),
+                }
+            })
+            .collect()
+    }
+
+    /// Number of levels: 1, plus one for each time a growing filter (see
+    /// [`Builder::expansion`](crate::Builder::expansion)) grew.
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
+    /// assert_eq!(filter.levels(), 1);
+    /// ```
+    pub fn levels(&self) -> usize {
+        self.levels.count()
     }
 
     /// `len() / capacity()`.
@@ -148,7 +210,7 @@ impl<S> CuckooFilter<S> {
 
     /// Expected probability that `contains` returns `true` for an item that was never inserted,
     /// at the current load: `1 - (1 - 1/(2^f - 1))^(2 · slots · load)`, about
-    /// `2 · slots · load / 2^f`.
+    /// `2 · slots · load / 2^f`; for a filter with several levels, `1 - Π(1 - rate of level i)`.
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::builder().capacity(1_000).build().unwrap();
@@ -158,20 +220,22 @@ impl<S> CuckooFilter<S> {
     /// assert!(filter.false_positive_rate() < 0.01);
     /// ```
     pub fn false_positive_rate(&self) -> f64 {
-        params::expected_false_positive_rate(self.fingerprint_bits(), self.load_factor())
+        self.levels.false_positive_rate()
     }
 
-    /// Fingerprint width in bits.
+    /// Fingerprint width in bits of the newest level, where new items go. Every level has this
+    /// width unless the filter grows towards a target rate, where later levels may be wider.
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::builder().fingerprint_bits(8).build().unwrap();
     /// assert_eq!(filter.fingerprint_bits(), 8);
     /// ```
     pub fn fingerprint_bits(&self) -> u32 {
-        self.table.layout().bits()
+        self.levels.level(self.levels.count() - 1).layout().bits()
     }
 
-    /// Bytes of memory held by the filter: the table, its lock stripes, and the filter itself.
+    /// Bytes of memory held by the filter: every level's table and lock stripes, and the filter
+    /// itself.
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(1_000_000);
@@ -179,7 +243,7 @@ impl<S> CuckooFilter<S> {
     /// assert!(bits_per_item < 16.0);
     /// ```
     pub fn memory_usage(&self) -> usize {
-        std::mem::size_of::<Self>() + self.table.heap_bytes()
+        std::mem::size_of::<Self>() + self.levels.heap_bytes()
     }
 
     /// The filter's hasher.
@@ -187,7 +251,8 @@ impl<S> CuckooFilter<S> {
         &self.hasher
     }
 
-    /// Removes every item. Takes `&mut self`: no other thread can be using the filter.
+    /// Removes every item, and the levels a growing filter added. Takes `&mut self`: no other
+    /// thread can be using the filter.
     ///
     /// ```
     /// let mut filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
@@ -196,24 +261,25 @@ impl<S> CuckooFilter<S> {
     /// assert!(filter.is_empty() && !filter.contains("x"));
     /// ```
     pub fn clear(&mut self) {
-        self.table.clear();
+        self.levels.clear();
     }
 
     #[cfg(loom)]
-    pub(crate) fn table(&self) -> &Table {
-        &self.table
+    pub(crate) fn levels_internal(&self) -> &Levels {
+        &self.levels
     }
 }
 
 impl<S: BuildHasher> CuckooFilter<S> {
     #[inline]
-    fn key_of<T: Hash + ?Sized>(&self, item: &T) -> ItemKey {
-        self.table.key(self.hasher.hash_one(item))
+    fn hash_of<T: Hash + ?Sized>(&self, item: &T) -> u64 {
+        self.hasher.hash_one(item)
     }
 
     /// Adds one copy of `item`.
     ///
-    /// Returns [`InsertError::Full`] when no free slot can be reached; nothing changes then.
+    /// Returns [`InsertError::Full`] when no free slot can be reached (or, for a growing filter,
+    /// [`InsertError::MaxLevelsReached`] / [`InsertError::GrowthFailed`]); nothing changes then.
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
@@ -222,10 +288,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// # Ok::<(), atomic_cuckoo::InsertError>(())
     /// ```
     pub fn insert<T: Hash + ?Sized>(&self, item: &T) -> Result<(), InsertError> {
-        self.table
-            .insert(self.key_of(item), false)
-            .map(|_| ())
-            .map_err(|_| InsertError::Full)
+        self.levels.insert(self.hash_of(item))
     }
 
     /// Adds `item` unless it is (maybe) present already: returns `Ok(true)` if it was added,
@@ -240,11 +303,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// assert_eq!(filter.count("k"), 1);
     /// ```
     pub fn insert_unique<T: Hash + ?Sized>(&self, item: &T) -> Result<bool, InsertError> {
-        match self.table.insert(self.key_of(item), true) {
-            Ok(Placed::Inserted) => Ok(true),
-            Ok(Placed::AlreadyPresent) => Ok(false),
-            Err(_) => Err(InsertError::Full),
-        }
+        self.levels.insert_unique(self.hash_of(item))
     }
 
     /// Whether `item` may be in the filter: never `false` for an inserted item, `true` for an
@@ -257,7 +316,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// assert!(filter.contains("present"));
     /// ```
     pub fn contains<T: Hash + ?Sized>(&self, item: &T) -> bool {
-        self.table.lookup(self.key_of(item)) != Lookup::Absent
+        self.levels.lookup(self.hash_of(item)) != Lookup::Absent
     }
 
     /// Removes one copy of `item`; returns whether a copy was found.
@@ -272,7 +331,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// assert!(!filter.remove("gone"));
     /// ```
     pub fn remove<T: Hash + ?Sized>(&self, item: &T) -> bool {
-        self.table.remove(self.key_of(item))
+        self.levels.remove(self.hash_of(item))
     }
 
     /// Number of stored copies of `item`'s fingerprint in its buckets: the number of times it
@@ -285,19 +344,21 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// assert_eq!(filter.count("twice"), 2);
     /// ```
     pub fn count<T: Hash + ?Sized>(&self, item: &T) -> usize {
-        self.table.count(self.key_of(item))
+        self.levels.count_copies(self.hash_of(item))
     }
 }
 
 impl<S> fmt::Debug for CuckooFilter<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let shape = self.table.shape();
+        let newest = self.levels.level(self.levels.count() - 1);
+        let shape = newest.shape();
         f.debug_struct("CuckooFilter")
             .field("len", &self.len())
             .field("capacity", &self.capacity())
             .field("load_factor", &self.load_factor())
+            .field("levels", &self.levels())
             .field("fingerprint_bits", &shape.bits)
-            .field("slots_per_bucket", &self.table.layout().slots())
+            .field("slots_per_bucket", &newest.layout().slots())
             .field("buckets", &shape.buckets)
             .field("stripes", &shape.stripes)
             .field("memory_usage", &self.memory_usage())

@@ -8,6 +8,7 @@
 //! | `hashing` | [`DefaultHashBuilder`]; item hash → primary bucket, fingerprint, alternate bucket |
 //! | `stripe` | versioned lock stripes: writer pair locks, reader validation, item counters |
 //! | `table` | one table: lookups (`read`), inserts and removes (`write`), cuckoo paths (`path`) |
+//! | `levels` | growth: append-only levels, published for wait-free readers |
 //! | `filter` | [`CuckooFilter`], the public type |
 //! | `builder`, `params` | [`Builder`] and the arithmetic behind its choices |
 //! | `error` | [`InsertError`], [`BuildError`] |
@@ -20,14 +21,15 @@ mod builder;
 mod error;
 mod filter;
 mod hashing;
+mod levels;
 mod params;
 mod stripe;
 mod sync;
 mod table;
 
-pub use builder::{Builder, DEFAULT_CAPACITY};
+pub use builder::{Builder, DEFAULT_CAPACITY, DEFAULT_MAX_LEVELS};
 pub use error::{BuildError, InsertError};
-pub use filter::CuckooFilter;
+pub use filter::{CuckooFilter, LevelStats};
 pub use hashing::DefaultHashBuilder;
 
 #[cfg(loom)]

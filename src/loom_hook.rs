@@ -7,6 +7,7 @@
 use std::hash::{BuildHasher, Hasher};
 
 use crate::filter::CuckooFilter;
+use crate::levels::{GrowthPlan, Levels, WidthRule};
 use crate::table::{Limits, Lookup, Table, TableShape};
 
 /// A hasher that returns the `u64` it is given: models choose an item's hash, and so its
@@ -62,32 +63,71 @@ pub fn tiny_filter(buckets: usize, stripes: usize, bits: u32) -> CuckooFilter<Pa
         ..Limits::DEFAULT
     };
     let table = Table::new(shape, limits).expect("tiny table");
-    CuckooFilter::from_parts(table, PassThrough)
+    let plan = GrowthPlan {
+        factor: 0,
+        max_levels: 1,
+        base_capacity: 1,
+        width: WidthRule::Fixed(bits),
+    };
+    CuckooFilter::from_parts(Levels::new(table, plan, limits), PassThrough)
+}
+
+/// A filter like [`tiny_filter`] (4 buckets of two 32-bit fingerprints) that grows: its second
+/// and last level has 4 buckets too.
+pub fn tiny_growing_filter(stripes: usize) -> CuckooFilter<PassThrough> {
+    let limits = Limits {
+        path_nodes: 16,
+        path_depth: 4,
+        ..Limits::DEFAULT
+    };
+    let shape = TableShape {
+        buckets: 4,
+        bits: 32,
+        stripes,
+    };
+    let plan = GrowthPlan {
+        factor: 1,
+        max_levels: 2,
+        // Two items of 32-bit fingerprints size a level at 4 buckets (see `params`).
+        base_capacity: 2,
+        width: WidthRule::Fixed(32),
+    };
+    assert_eq!(plan.level_shape(1).map(|s| s.buckets), Ok(4));
+    let table = Table::new(shape, limits).expect("tiny table");
+    CuckooFilter::from_parts(Levels::new(table, plan, limits), PassThrough)
 }
 
 /// The item (hash) whose primary bucket is `primary` and whose fingerprint is `fp`.
 pub fn item(filter: &CuckooFilter<PassThrough>, primary: usize, fp: u64) -> u64 {
-    filter.table().mapper().hash_for(primary, fp)
+    filter
+        .levels_internal()
+        .first()
+        .mapper()
+        .hash_for(primary, fp)
 }
 
 /// The alternate bucket of fingerprint `fp` stored in `bucket`.
 pub fn alternate(filter: &CuckooFilter<PassThrough>, bucket: usize, fp: u64) -> usize {
-    filter.table().mapper().alternate(bucket, fp)
+    filter
+        .levels_internal()
+        .first()
+        .mapper()
+        .alternate(bucket, fp)
 }
 
 /// Stores `fp` in `bucket` (counted as one item); false when the bucket is full.
 pub fn place(filter: &CuckooFilter<PassThrough>, bucket: usize, fp: u64) -> bool {
-    filter.table().place_raw(bucket, fp)
+    filter.levels_internal().first().place_raw(bucket, fp)
 }
 
 /// Copies of `fp` in `bucket`.
 pub fn copies_in(filter: &CuckooFilter<PassThrough>, bucket: usize, fp: u64) -> u32 {
-    filter.table().raw_count(bucket, fp)
+    filter.levels_internal().first().raw_count(bucket, fp)
 }
 
 /// The full outcome of `contains(item)` and the number of optimistic attempts it took.
 pub fn lookup(filter: &CuckooFilter<PassThrough>, item: u64) -> (Outcome, u32) {
-    let table = filter.table();
+    let table = filter.levels_internal().first();
     let (lookup, attempts) = table.lookup_counting_attempts(table.key(item));
     let outcome = match lookup {
         Lookup::Present => Outcome::Present,
@@ -99,5 +139,5 @@ pub fn lookup(filter: &CuckooFilter<PassThrough>, item: u64) -> (Outcome, u32) {
 
 /// The fingerprint of `item`.
 pub fn fingerprint(filter: &CuckooFilter<PassThrough>, item: u64) -> u64 {
-    filter.table().key(item).fingerprint
+    filter.levels_internal().first().key(item).fingerprint
 }

@@ -4,9 +4,9 @@
 //! `loom-tests/` exercise exactly the code that ships.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
+pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::fence;
@@ -45,4 +45,42 @@ pub(crate) fn reader_pause() {
     std::hint::spin_loop();
     #[cfg(loom)]
     loom::thread::yield_now();
+}
+
+/// The cold-path lock that serializes adding a level (parking_lot's mutex; loom's under loom,
+/// whose blocking the model scheduler understands).
+pub(crate) struct GrowLock {
+    #[cfg(not(loom))]
+    inner: parking_lot::Mutex<()>,
+    #[cfg(loom)]
+    inner: loom::sync::Mutex<()>,
+}
+
+/// Held [`GrowLock`].
+pub(crate) struct GrowGuard<'a> {
+    #[cfg(not(loom))]
+    _inner: parking_lot::MutexGuard<'a, ()>,
+    #[cfg(loom)]
+    _inner: loom::sync::MutexGuard<'a, ()>,
+}
+
+impl GrowLock {
+    pub(crate) fn new() -> Self {
+        GrowLock {
+            #[cfg(not(loom))]
+            inner: parking_lot::Mutex::new(()),
+            #[cfg(loom)]
+            inner: loom::sync::Mutex::new(()),
+        }
+    }
+
+    pub(crate) fn lock(&self) -> GrowGuard<'_> {
+        GrowGuard {
+            #[cfg(not(loom))]
+            _inner: self.inner.lock(),
+            // The mutex guards no data, so a panic while holding it poisons nothing.
+            #[cfg(loom)]
+            _inner: self.inner.lock().unwrap_or_else(|e| e.into_inner()),
+        }
+    }
 }

@@ -31,6 +31,14 @@ impl Table {
         }
     }
 
+    /// A table that grows once, into a second level of 4 buckets.
+    pub fn growing(stripes: usize) -> Self {
+        Table {
+            filter: hook::tiny_growing_filter(stripes),
+            taken: Vec::new(),
+        }
+    }
+
     /// A fingerprint not used yet whose alternate bucket from `bucket` is `partner`. The search
     /// is deterministic, so every interleaving starts from the same table.
     pub fn fingerprint(&mut self, bucket: usize, partner: usize) -> u64 {

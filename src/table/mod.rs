@@ -13,7 +13,7 @@ use crate::stripe::StripeSet;
 use crate::sync::{AtomicU64, Ordering};
 
 pub(crate) use read::Lookup;
-pub(crate) use write::Placed;
+pub(crate) use write::{NoRoom, Placed, Uniqueness};
 
 /// Bounds on the work of one operation (guarantees 2 and 3: readers finish in a bounded number
 /// of steps, and an insert that finds no room gives up without having changed anything).

@@ -3,6 +3,7 @@
 
 use super::Table;
 use crate::hashing::ItemKey;
+use crate::stripe::PairGuard;
 use crate::sync::Ordering;
 
 /// What an insert did.
@@ -18,6 +19,39 @@ pub(crate) enum Placed {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct NoRoom;
 
+/// Whether an insert stores another copy regardless, or only when the item is absent.
+#[derive(Clone, Copy)]
+pub(crate) enum Uniqueness<'a> {
+    /// Store one more copy (multiset insert).
+    Multiset,
+    /// Store only if neither bucket holds the fingerprint and `elsewhere` (asked while both
+    /// buckets' stripes are held) says no other level holds it either.
+    Unique { elsewhere: &'a dyn Fn() -> bool },
+}
+
+/// The stripes of one item's two buckets, held: exclusive access to the item's fingerprint.
+pub(crate) struct ItemLock<'t> {
+    table: &'t Table,
+    key: ItemKey,
+    _guard: PairGuard<'t>,
+}
+
+impl ItemLock<'_> {
+    /// Whether either bucket holds the item's fingerprint.
+    pub(crate) fn holds(&self) -> bool {
+        let (a, b) = self.table.buckets_of(self.key);
+        let layout = &self.table.layout;
+        // Relaxed: we hold both stripes, and the lock's Acquire made the last writes visible.
+        layout.holds(
+            self.table.word(a).load(Ordering::Relaxed),
+            self.key.fingerprint,
+        ) || layout.holds(
+            self.table.word(b).load(Ordering::Relaxed),
+            self.key.fingerprint,
+        )
+    }
+}
+
 impl Table {
     /// Inserts a copy of the key's fingerprint (or, with `unique`, only if none is there).
     ///
@@ -26,10 +60,10 @@ impl Table {
     /// placement is tried again. The fingerprint being inserted is never stored until a lane is
     /// free for it, and a move never leaves a fingerprint outside the table, so giving up at any
     /// point loses nothing.
-    pub(crate) fn insert(&self, key: ItemKey, unique: bool) -> Result<Placed, NoRoom> {
+    pub(crate) fn insert(&self, key: ItemKey, mode: Uniqueness<'_>) -> Result<Placed, NoRoom> {
         let (a, b) = self.buckets_of(key);
         for _ in 0..self.limits.insert_rounds {
-            if let Some(placed) = self.try_place(a, b, key.fingerprint, unique) {
+            if let Some(placed) = self.try_place(a, b, key.fingerprint, mode) {
                 return Ok(placed);
             }
             let hops = self.find_path(a, b).ok_or(NoRoom)?;
@@ -39,15 +73,27 @@ impl Table {
         Err(NoRoom)
     }
 
+    /// Locks the stripes of the key's two buckets.
+    pub(crate) fn lock_item(&self, key: ItemKey) -> ItemLock<'_> {
+        let (a, b) = self.buckets_of(key);
+        ItemLock {
+            table: self,
+            key,
+            _guard: self.stripes.lock_pair(a, b),
+        }
+    }
+
     /// Stores `fp` in the emptier of its two buckets, under both stripes.
-    fn try_place(&self, a: usize, b: usize, fp: u64, unique: bool) -> Option<Placed> {
+    fn try_place(&self, a: usize, b: usize, fp: u64, mode: Uniqueness<'_>) -> Option<Placed> {
         let guard = self.stripes.lock_pair(a, b);
         let layout = &self.layout;
         // Relaxed: we hold both stripes, and the lock's Acquire made the last writes visible.
         let word_a = self.word(a).load(Ordering::Relaxed);
         let word_b = self.word(b).load(Ordering::Relaxed);
-        if unique && (layout.holds(word_a, fp) || layout.holds(word_b, fp)) {
-            return Some(Placed::AlreadyPresent);
+        if let Uniqueness::Unique { elsewhere } = mode {
+            if layout.holds(word_a, fp) || layout.holds(word_b, fp) || elsewhere() {
+                return Some(Placed::AlreadyPresent);
+            }
         }
         // The emptier bucket first: spreading load keeps kick chains rare and short.
         let (first, second) = if layout.occupied(word_b) < layout.occupied(word_a) {

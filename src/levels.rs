@@ -1,0 +1,317 @@
+//! Levels: a filter that grows by appending tables instead of failing when full.
+//!
+//! Level 0 is built with the filter. When an insert finds the newest level full and growth is
+//! configured, a new level of `factor ×` the previous capacity is allocated under a cold-path
+//! lock and published by a Release store of the level count. Levels are append-only and never
+//! freed while the filter is shared (only `clear(&mut self)` drops them), so readers need no
+//! reclamation scheme and never wait: they load the count and look at every published level.
+//!
+//! Inserts go to the newest level; lookups, counts and removes look at every level, newest
+//! first. `insert_unique` uses the item's level-0 bucket pair as a gate: holding its stripes,
+//! no other `insert_unique` of the same item can run, whatever level it would insert into.
+//! Locks are always taken in (level, stripe) order, so the gate cannot deadlock.
+
+use std::sync::OnceLock;
+
+use crate::error::InsertError;
+use crate::params;
+use crate::sync::{AtomicUsize, GrowLock, Ordering};
+use crate::table::{Limits, Lookup, NoRoom, Placed, Table, TableShape, Uniqueness};
+
+/// How each level's fingerprint width is chosen.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum WidthRule {
+    /// Every level uses this width.
+    Fixed(u32),
+    /// Widths follow from the filter's target false-positive rate.
+    Rate(f64),
+}
+
+/// Why a level cannot be built.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum LevelError {
+    /// Its capacity overflows or needs more than the largest table.
+    TooLarge { items: usize },
+    /// No fingerprint width reaches its share of the rate.
+    Unreachable { rate: f64 },
+}
+
+/// Everything needed to derive the shape of any level.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct GrowthPlan {
+    /// Capacity multiplier of each new level; 0 means the filter never grows.
+    pub(crate) factor: u32,
+    /// Most levels, the first included.
+    pub(crate) max_levels: u32,
+    /// Capacity of level 0, in items.
+    pub(crate) base_capacity: usize,
+    pub(crate) width: WidthRule,
+}
+
+impl GrowthPlan {
+    pub(crate) fn grows(&self) -> bool {
+        self.factor > 0
+    }
+
+    /// The share of the target rate that level `level` may use.
+    ///
+    /// Without growth, the whole target. With growth, half of it is split geometrically
+    /// (`P / 2^(level + 2)`) and half evenly over the `max_levels` levels (`P / (2 max_levels)`):
+    /// over at most `max_levels` levels the shares sum to less than `P`, and no level's share
+    /// drops below `P / (2 max_levels)`, so late levels do not need ever wider fingerprints.
+    pub(crate) fn level_rate(&self, level: u32) -> Option<f64> {
+        let WidthRule::Rate(rate) = self.width else {
+            return None;
+        };
+        if !self.grows() {
+            return Some(rate);
+        }
+        let geometric = rate / 2f64.powi(level as i32 + 2);
+        let even = rate / (2.0 * f64::from(self.max_levels));
+        Some(geometric + even)
+    }
+
+    /// Fingerprint width of level `level`.
+    pub(crate) fn level_bits(&self, level: u32) -> Result<u32, LevelError> {
+        match self.width {
+            WidthRule::Fixed(bits) => Ok(bits),
+            WidthRule::Rate(_) => {
+                let rate = self.level_rate(level).unwrap_or(0.0);
+                params::bits_for_rate(rate).ok_or(LevelError::Unreachable { rate })
+            }
+        }
+    }
+
+    /// Capacity of level `level`, in items: `base × factor^level`.
+    pub(crate) fn level_capacity(&self, level: u32) -> Option<usize> {
+        let factor = (self.factor.max(1)) as usize;
+        (0..level).try_fold(self.base_capacity, |c, _| c.checked_mul(factor))
+    }
+
+    /// The table shape of level `level`.
+    pub(crate) fn level_shape(&self, level: u32) -> Result<TableShape, LevelError> {
+        let bits = self.level_bits(level)?;
+        let items = self
+            .level_capacity(level)
+            .ok_or(LevelError::TooLarge { items: usize::MAX })?;
+        let buckets = params::buckets_for(items, bits).ok_or(LevelError::TooLarge { items })?;
+        Ok(TableShape {
+            buckets,
+            bits,
+            stripes: params::stripes_for(buckets),
+        })
+    }
+}
+
+/// The levels of one filter.
+pub(crate) struct Levels {
+    first: Table,
+    /// Levels 1.. in order; empty when the filter does not grow.
+    more: Box<[OnceLock<Table>]>,
+    /// Published levels, the first included (>= 1).
+    published: AtomicUsize,
+    grow_lock: GrowLock,
+    plan: GrowthPlan,
+    limits: Limits,
+}
+
+impl Levels {
+    pub(crate) fn new(first: Table, plan: GrowthPlan, limits: Limits) -> Self {
+        let extra = if plan.grows() {
+            plan.max_levels as usize - 1
+        } else {
+            0
+        };
+        Levels {
+            first,
+            more: (0..extra).map(|_| OnceLock::new()).collect(),
+            published: AtomicUsize::new(1),
+            grow_lock: GrowLock::new(),
+            plan,
+            limits,
+        }
+    }
+
+    #[cfg(loom)]
+    pub(crate) fn first(&self) -> &Table {
+        &self.first
+    }
+
+    /// Number of published levels.
+    #[inline]
+    pub(crate) fn count(&self) -> usize {
+        if self.more.is_empty() {
+            return 1;
+        }
+        // Acquire: pairs with the Release store in `grow`, so every level counted here is set.
+        self.published.load(Ordering::Acquire)
+    }
+
+    /// Level `i`, which must be below a count returned by `count`.
+    #[inline]
+    pub(crate) fn level(&self, i: usize) -> &Table {
+        if i == 0 {
+            &self.first
+        } else {
+            self.more[i - 1]
+                .get()
+                .expect("a counted level was set before the count was published")
+        }
+    }
+
+    /// The published levels, newest first.
+    fn newest_first(&self) -> impl Iterator<Item = &Table> {
+        (0..self.count()).rev().map(|i| self.level(i))
+    }
+
+    /// The published levels, oldest first.
+    pub(crate) fn all(&self) -> impl Iterator<Item = &Table> {
+        (0..self.count()).map(|i| self.level(i))
+    }
+
+    #[inline]
+    pub(crate) fn lookup(&self, hash: u64) -> Lookup {
+        if self.more.is_empty() {
+            return self.first.lookup(self.first.key(hash));
+        }
+        let mut unproven = false;
+        for table in self.newest_first() {
+            match table.lookup(table.key(hash)) {
+                Lookup::Present => return Lookup::Present,
+                Lookup::Unproven => unproven = true,
+                Lookup::Absent => {}
+            }
+        }
+        if unproven {
+            Lookup::Unproven
+        } else {
+            Lookup::Absent
+        }
+    }
+
+    pub(crate) fn count_copies(&self, hash: u64) -> usize {
+        self.all().map(|t| t.count(t.key(hash))).sum()
+    }
+
+    /// Removes one copy, from the newest level that has one.
+    pub(crate) fn remove(&self, hash: u64) -> bool {
+        self.newest_first().any(|t| t.remove(t.key(hash)))
+    }
+
+    /// Inserts one copy into the newest level, growing when it is full.
+    pub(crate) fn insert(&self, hash: u64) -> Result<(), InsertError> {
+        loop {
+            let levels = self.count();
+            let newest = self.level(levels - 1);
+            match newest.insert(newest.key(hash), Uniqueness::Multiset) {
+                Ok(_) => return Ok(()),
+                Err(NoRoom) => self.grow(levels)?,
+            }
+        }
+    }
+
+    /// Inserts unless some level (maybe) holds the item already.
+    pub(crate) fn insert_unique(&self, hash: u64) -> Result<bool, InsertError> {
+        loop {
+            let levels = self.count();
+            let target = levels - 1;
+            let placed = if target == 0 {
+                // Level 0 is both the gate and the target: the newer levels that may appear
+                // meanwhile are checked under its locks.
+                let newer = || self.maybe_in(1.., hash);
+                self.first.insert(
+                    self.first.key(hash),
+                    Uniqueness::Unique { elsewhere: &newer },
+                )
+            } else {
+                let gate = self.first.lock_item(self.first.key(hash));
+                if gate.holds() || self.maybe_in(1..target, hash) {
+                    return Ok(false);
+                }
+                let newest = self.level(target);
+                let newer = || self.maybe_in(target + 1.., hash);
+                newest.insert(newest.key(hash), Uniqueness::Unique { elsewhere: &newer })
+            };
+            match placed {
+                Ok(Placed::Inserted) => return Ok(true),
+                Ok(Placed::AlreadyPresent) => return Ok(false),
+                Err(NoRoom) => self.grow(levels)?,
+            }
+        }
+    }
+
+    /// Whether a level in `range` (clipped to the published ones) may hold the item.
+    fn maybe_in(&self, range: impl std::ops::RangeBounds<usize>, hash: u64) -> bool {
+        (0..self.count()).filter(|i| range.contains(i)).any(|i| {
+            let t = self.level(i);
+            t.lookup(t.key(hash)) != Lookup::Absent
+        })
+    }
+
+    /// Adds a level after an insert found the newest of `seen` levels full. Returns `Ok` when a
+    /// level was added, here or by another thread meanwhile.
+    fn grow(&self, seen: usize) -> Result<(), InsertError> {
+        if !self.plan.grows() {
+            return Err(InsertError::Full);
+        }
+        let _grow = self.grow_lock.lock();
+        // Relaxed: `published` is only written under this lock, which we hold.
+        let now = self.published.load(Ordering::Relaxed);
+        if now > seen {
+            return Ok(());
+        }
+        if now >= self.plan.max_levels as usize {
+            return Err(InsertError::MaxLevelsReached {
+                levels: self.plan.max_levels,
+            });
+        }
+        let shape = self
+            .plan
+            .level_shape(now as u32)
+            .map_err(|_| InsertError::GrowthFailed { bytes: usize::MAX })?;
+        let table = Table::new(shape, self.limits)
+            .map_err(|e| InsertError::GrowthFailed { bytes: e.bytes })?;
+        if self.more[now - 1].set(table).is_err() {
+            unreachable!("level {now} is only set here, under the grow lock");
+        }
+        // Release: a reader that sees the new count also sees the level set just above.
+        self.published.store(now + 1, Ordering::Release);
+        Ok(())
+    }
+
+    /// Items in all levels (exact when no writer is running).
+    pub(crate) fn len(&self) -> usize {
+        self.all().map(Table::len).sum()
+    }
+
+    /// Slots in all levels.
+    pub(crate) fn slots(&self) -> usize {
+        self.all().map(Table::slots).sum()
+    }
+
+    /// Heap memory of all levels and the level slots.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.all().map(Table::heap_bytes).sum::<usize>() + std::mem::size_of_val(&*self.more)
+    }
+
+    /// Expected rate of a lookup over all levels: `1 - Π(1 - rate_i)`.
+    pub(crate) fn false_positive_rate(&self) -> f64 {
+        let miss_all: f64 = self
+            .all()
+            .map(|t| {
+                let load = t.len() as f64 / t.slots() as f64;
+                1.0 - params::expected_false_positive_rate(t.layout().bits(), load)
+            })
+            .product();
+        1.0 - miss_all
+    }
+
+    /// Back to one empty level; exclusive access.
+    pub(crate) fn clear(&mut self) {
+        self.first.clear();
+        for slot in self.more.iter_mut() {
+            slot.take();
+        }
+        self.published.store(1, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,337 @@
+//! Growing filters: levels are added instead of failing, readers never miss an item, the
+//! compound false-positive rate stays within the target.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+
+use atomic_cuckoo::{BuildError, CuckooFilter, InsertError};
+
+/// From 1,000 items of capacity to 1,000,000 items, doubling: every insert succeeds, nothing is
+/// missed, the measured rate is within the 1 % target, about log2(1000) + 1 levels.
+#[test]
+fn grows_from_a_thousand_to_a_million_items() {
+    let seed = common::fixed_seed("grow 1k -> 1M", 0x6e0);
+    let target = 0.01;
+    let filter = CuckooFilter::builder()
+        .capacity(1_000)
+        .false_positive_rate(target)
+        .expansion(2)
+        .build()
+        .unwrap();
+    let n = 1_000_000;
+    let probes = 1_000_000;
+    let keys = common::distinct_keys(seed, n + probes);
+    for (i, k) in keys[..n].iter().enumerate() {
+        if let Err(e) = filter.insert(k) {
+            panic!("insert {i} failed: {e}");
+        }
+    }
+    assert_eq!(filter.len(), n);
+    let missed = keys[..n].iter().filter(|k| !filter.contains(*k)).count();
+    assert_eq!(missed, 0, "false negatives after growth");
+
+    let hits = keys[n..].iter().filter(|k| filter.contains(*k)).count();
+    let measured = hits as f64 / probes as f64;
+    let predicted = filter.false_positive_rate();
+    println!("level | items | slots | bits | bits/item | expected rate");
+    for (i, l) in filter.level_stats().iter().enumerate() {
+        println!(
+            "{i:5} | {:7} | {:7} | {:4} | {:9.2} | {:.2e}",
+            l.len,
+            l.capacity,
+            l.fingerprint_bits,
+            l.memory_usage as f64 * 8.0 / l.len.max(1) as f64,
+            l.false_positive_rate
+        );
+    }
+    println!(
+        "{} levels, {:.2} bits per item overall, measured rate {measured:.3e}, predicted {predicted:.3e}",
+        filter.levels(),
+        filter.memory_usage() as f64 * 8.0 / n as f64
+    );
+    assert!(
+        measured <= target,
+        "measured {measured} over target {target}"
+    );
+    assert!(predicted <= target);
+    assert!(
+        measured <= predicted * 1.3 && measured >= predicted * 0.5,
+        "measured {measured:e} vs predicted {predicted:e}"
+    );
+    // Capacity doubles: 1000 * (2^L - 1) >= 1e6 takes L = 10; log2(1000) + 1 = 10.97.
+    assert!(
+        (10..=11).contains(&filter.levels()),
+        "{} levels",
+        filter.levels()
+    );
+}
+
+/// Two writers insert disjoint keys into a filter that starts tiny and grows many times, while
+/// a third thread checks keys whose insert has already returned.
+#[test]
+fn readers_never_miss_items_while_writers_grow_the_filter() {
+    let seed = common::seed("concurrent growth");
+    let filter = Arc::new(
+        CuckooFilter::builder()
+            .capacity(500)
+            .expansion(2)
+            .build()
+            .unwrap(),
+    );
+    let per_writer = 150_000;
+    let keys = Arc::new(common::distinct_keys(seed, 2 * per_writer));
+    let progress: Arc<[AtomicUsize; 2]> = Arc::new(Default::default());
+    let barrier = Arc::new(Barrier::new(3));
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let (filter, keys, progress, barrier) = (
+                Arc::clone(&filter),
+                Arc::clone(&keys),
+                Arc::clone(&progress),
+                Arc::clone(&barrier),
+            );
+            thread::spawn(move || {
+                barrier.wait();
+                for (i, k) in keys[w * per_writer..(w + 1) * per_writer]
+                    .iter()
+                    .enumerate()
+                {
+                    filter.insert(k).unwrap();
+                    progress[w].store(i + 1, Ordering::Release);
+                }
+            })
+        })
+        .collect();
+    let reader = {
+        let (filter, keys, progress, barrier) = (
+            Arc::clone(&filter),
+            Arc::clone(&keys),
+            Arc::clone(&progress),
+            Arc::clone(&barrier),
+        );
+        thread::spawn(move || {
+            barrier.wait();
+            let mut rng = common::Rng::new(seed);
+            let (mut checks, mut misses) = (0usize, 0usize);
+            loop {
+                let done: Vec<usize> = progress.iter().map(|p| p.load(Ordering::Acquire)).collect();
+                for (w, &upto) in done.iter().enumerate() {
+                    if upto == 0 {
+                        continue;
+                    }
+                    let base = w * per_writer;
+                    let recent = upto.saturating_sub(4)..upto;
+                    let older = (0..4).map(|_| rng.below(upto as u64) as usize);
+                    for i in recent.chain(older) {
+                        checks += 1;
+                        if !filter.contains(&keys[base + i]) {
+                            misses += 1;
+                        }
+                    }
+                }
+                if done.iter().all(|&d| d == per_writer) {
+                    return (checks, misses);
+                }
+            }
+        })
+    };
+    for w in writers {
+        w.join().unwrap();
+    }
+    let (checks, misses) = reader.join().unwrap();
+    println!(
+        "{checks} checks, {misses} misses, {} levels",
+        filter.levels()
+    );
+    assert_eq!(misses, 0);
+    assert!(filter.levels() >= 8);
+    assert_eq!(filter.len(), 2 * per_writer);
+    assert!(keys.iter().all(|k| filter.contains(k)));
+}
+
+/// Racing `insert_unique` while the filter grows: every key added exactly once.
+#[test]
+fn racing_insert_unique_adds_each_key_once_across_growth() {
+    let seed = common::seed("insert_unique across growth");
+    let threads = 3;
+    let filter = Arc::new(
+        CuckooFilter::builder()
+            .capacity(200)
+            .fingerprint_bits(32)
+            .expansion(2)
+            .build()
+            .unwrap(),
+    );
+    let keys = Arc::new(common::distinct_keys(seed, 20_000));
+    let barrier = Arc::new(Barrier::new(threads));
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let (filter, keys, barrier) =
+                (Arc::clone(&filter), Arc::clone(&keys), Arc::clone(&barrier));
+            thread::spawn(move || {
+                barrier.wait();
+                keys.iter()
+                    .map(|k| usize::from(filter.insert_unique(k).unwrap()))
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let results: Vec<Vec<usize>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    println!("{} levels", filter.levels());
+    assert!(filter.levels() > 3, "the filter did not grow while racing");
+    for (i, k) in keys.iter().enumerate() {
+        let winners: usize = results.iter().map(|r| r[i]).sum();
+        assert_eq!(winners, 1, "key {k} added {winners} times");
+        assert_eq!(filter.count(k), 1);
+    }
+    assert_eq!(filter.len(), keys.len());
+}
+
+/// At the level limit, inserts fail with a distinct error and nothing is lost.
+#[test]
+fn max_levels_reached_is_a_clear_error_and_loses_nothing() {
+    let filter = CuckooFilter::builder()
+        .capacity(100)
+        .expansion(1)
+        .max_levels(3)
+        .build()
+        .unwrap();
+    let mut stored = Vec::new();
+    let err = (0u64..)
+        .find_map(|k| match filter.insert(&k) {
+            Ok(()) => {
+                stored.push(k);
+                None
+            }
+            Err(e) => Some(e),
+        })
+        .unwrap();
+    assert_eq!(err, InsertError::MaxLevelsReached { levels: 3 });
+    assert!(err.to_string().contains('3'));
+    assert_eq!(filter.levels(), 3);
+    assert_eq!(filter.len(), stored.len());
+    assert!(
+        stored.len() >= 300,
+        "only {} stored in 3 levels of 100",
+        stored.len()
+    );
+    assert!(stored.iter().all(|k| filter.contains(k)));
+    // Still the same error, still nothing lost.
+    assert_eq!(
+        filter.insert(&u64::MAX),
+        Err(InsertError::MaxLevelsReached { levels: 3 })
+    );
+    assert_eq!(filter.len(), stored.len());
+}
+
+#[test]
+fn a_fixed_filter_reports_full_not_max_levels() {
+    let filter = CuckooFilter::builder().capacity(50).build().unwrap();
+    let err = (0u64..).find_map(|k| filter.insert(&k).err()).unwrap();
+    assert_eq!(err, InsertError::Full);
+    assert_eq!(filter.levels(), 1);
+}
+
+#[test]
+fn remove_takes_the_newest_copy_and_count_sees_all_levels() {
+    let filter = CuckooFilter::builder()
+        .capacity(100)
+        .fingerprint_bits(32)
+        .expansion(2)
+        .build()
+        .unwrap();
+    filter.insert("x").unwrap();
+    let mut k = 0u64;
+    while filter.levels() == 1 {
+        filter.insert(&k).unwrap();
+        k += 1;
+    }
+    filter.insert("x").unwrap(); // goes to level 1
+    assert_eq!(filter.count("x"), 2);
+    let before: Vec<usize> = filter.level_stats().iter().map(|l| l.len).collect();
+    assert!(filter.remove("x"));
+    let after: Vec<usize> = filter.level_stats().iter().map(|l| l.len).collect();
+    assert_eq!(after[0], before[0], "the old level kept its copy");
+    assert_eq!(after[1], before[1] - 1, "the newest level lost one");
+    assert_eq!(filter.count("x"), 1);
+    assert!(filter.contains("x"));
+    assert!(filter.remove("x") && !filter.contains("x"));
+}
+
+#[test]
+fn clear_drops_the_added_levels() {
+    let mut filter = CuckooFilter::builder()
+        .capacity(100)
+        .expansion(2)
+        .build()
+        .unwrap();
+    for k in 0..2_000u32 {
+        filter.insert(&k).unwrap();
+    }
+    let grown = filter.memory_usage();
+    assert!(filter.levels() > 1);
+    filter.clear();
+    assert_eq!(filter.levels(), 1);
+    assert!(filter.is_empty());
+    assert!(filter.memory_usage() < grown);
+    for k in 0..2_000u32 {
+        filter.insert(&k).unwrap();
+    }
+    assert!((0..2_000u32).all(|k| filter.contains(&k)));
+}
+
+#[test]
+fn capacity_and_memory_reflect_growth() {
+    let filter = CuckooFilter::builder()
+        .capacity(1_000)
+        .expansion(3)
+        .build()
+        .unwrap();
+    let (cap0, mem0) = (filter.capacity(), filter.memory_usage());
+    for k in 0..10_000u32 {
+        filter.insert(&k).unwrap();
+    }
+    let stats = filter.level_stats();
+    assert_eq!(
+        filter.capacity(),
+        stats.iter().map(|l| l.capacity).sum::<usize>()
+    );
+    assert!(filter.capacity() > 10_000 && filter.capacity() > cap0);
+    assert!(filter.memory_usage() > mem0);
+    // Factor 3: each level about three times the previous.
+    for pair in stats.windows(2) {
+        let ratio = pair[1].capacity as f64 / pair[0].capacity as f64;
+        assert!((2.0..4.5).contains(&ratio), "level ratio {ratio}");
+    }
+}
+
+#[test]
+fn growth_settings_are_validated() {
+    for levels in [0, 65, u32::MAX] {
+        let err = CuckooFilter::builder()
+            .expansion(2)
+            .max_levels(levels)
+            .build()
+            .unwrap_err();
+        assert_eq!(err, BuildError::InvalidMaxLevels { levels });
+    }
+    // A rate so small that the last level's share is out of reach of 32-bit fingerprints.
+    let err = CuckooFilter::builder()
+        .false_positive_rate(1e-8)
+        .expansion(2)
+        .max_levels(64)
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(err, BuildError::UnreachableFalsePositiveRate { .. }),
+        "{err:?}"
+    );
+    // Fine without growth.
+    assert!(CuckooFilter::builder()
+        .false_positive_rate(1e-8)
+        .build()
+        .is_ok());
+}
