@@ -72,6 +72,12 @@ impl WordLayout {
         self.lane_mask
     }
 
+    /// Every bit that belongs to some lane (bits above the last lane never hold data).
+    #[inline]
+    pub(crate) const fn lane_bits(&self) -> u64 {
+        self.lane_ones * self.lane_mask
+    }
+
     /// The high bit of every lane of `word` that is zero, and no other bit.
     ///
     /// Per lane: adding the low bits to an all-ones low mask carries into the high bit exactly

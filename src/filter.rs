@@ -264,8 +264,7 @@ impl<S> CuckooFilter<S> {
         self.levels.clear();
     }
 
-    #[cfg(loom)]
-    pub(crate) fn levels_internal(&self) -> &Levels {
+    pub(crate) fn levels_ref(&self) -> &Levels {
         &self.levels
     }
 }

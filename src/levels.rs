@@ -15,6 +15,7 @@ use std::sync::OnceLock;
 
 use crate::error::InsertError;
 use crate::params;
+use crate::stripe::AllGuard;
 use crate::sync::{AtomicUsize, GrowLock, Ordering};
 use crate::table::{Limits, Lookup, NoRoom, Placed, Table, TableShape, Uniqueness};
 
@@ -130,6 +131,38 @@ impl Levels {
             plan,
             limits,
         }
+    }
+
+    /// A filter's levels as restored from a snapshot: `tables` (at least one, at most
+    /// `plan.max_levels`) all published.
+    pub(crate) fn restore(plan: GrowthPlan, tables: Vec<Table>, limits: Limits) -> Self {
+        let mut tables = tables.into_iter();
+        let first = tables.next().expect("a snapshot has at least one level");
+        let levels = Levels::new(first, plan, limits);
+        let mut published = 1;
+        for (slot, table) in levels.more.iter().zip(tables) {
+            if slot.set(table).is_err() {
+                unreachable!("a new filter's level slots are empty");
+            }
+            published += 1;
+        }
+        levels.published.store(published, Ordering::Relaxed);
+        levels
+    }
+
+    pub(crate) fn plan(&self) -> &GrowthPlan {
+        &self.plan
+    }
+
+    /// Runs `f` on the published levels while no writer can change any of them and no level can
+    /// be added: the grow lock, then every stripe of every level, in (level, stripe) order.
+    /// Readers are not held up.
+    pub(crate) fn frozen<R>(&self, f: impl FnOnce(&[(&Table, &AllGuard<'_>)]) -> R) -> R {
+        let _no_growth = self.grow_lock.lock();
+        let tables: Vec<&Table> = self.all().collect();
+        let guards: Vec<AllGuard<'_>> = tables.iter().map(|t| t.lock_all()).collect();
+        let held: Vec<(&Table, &AllGuard<'_>)> = tables.iter().copied().zip(&guards).collect();
+        f(&held)
     }
 
     #[cfg(loom)]

@@ -11,6 +11,7 @@
 //! | `levels` | growth: append-only levels, published for wait-free readers |
 //! | `filter` | [`CuckooFilter`], the public type |
 //! | `builder`, `params` | [`Builder`] and the arithmetic behind its choices |
+//! | `persist` | snapshots: [`CuckooFilter::write_to`], [`CuckooFilter::read_from`], [`PersistError`] |
 //! | `error` | [`InsertError`], [`BuildError`] |
 //! | `sync` | the std/loom switch for atomics |
 #![warn(missing_docs)]
@@ -23,6 +24,7 @@ mod filter;
 mod hashing;
 mod levels;
 mod params;
+mod persist;
 mod stripe;
 mod sync;
 mod table;
@@ -31,6 +33,7 @@ pub use builder::{Builder, DEFAULT_CAPACITY, DEFAULT_MAX_LEVELS};
 pub use error::{BuildError, InsertError};
 pub use filter::{CuckooFilter, LevelStats};
 pub use hashing::DefaultHashBuilder;
+pub use persist::PersistError;
 
 #[cfg(loom)]
 #[doc(hidden)]

@@ -99,35 +99,27 @@ pub fn tiny_growing_filter(stripes: usize) -> CuckooFilter<PassThrough> {
 
 /// The item (hash) whose primary bucket is `primary` and whose fingerprint is `fp`.
 pub fn item(filter: &CuckooFilter<PassThrough>, primary: usize, fp: u64) -> u64 {
-    filter
-        .levels_internal()
-        .first()
-        .mapper()
-        .hash_for(primary, fp)
+    filter.levels_ref().first().mapper().hash_for(primary, fp)
 }
 
 /// The alternate bucket of fingerprint `fp` stored in `bucket`.
 pub fn alternate(filter: &CuckooFilter<PassThrough>, bucket: usize, fp: u64) -> usize {
-    filter
-        .levels_internal()
-        .first()
-        .mapper()
-        .alternate(bucket, fp)
+    filter.levels_ref().first().mapper().alternate(bucket, fp)
 }
 
 /// Stores `fp` in `bucket` (counted as one item); false when the bucket is full.
 pub fn place(filter: &CuckooFilter<PassThrough>, bucket: usize, fp: u64) -> bool {
-    filter.levels_internal().first().place_raw(bucket, fp)
+    filter.levels_ref().first().place_raw(bucket, fp)
 }
 
 /// Copies of `fp` in `bucket`.
 pub fn copies_in(filter: &CuckooFilter<PassThrough>, bucket: usize, fp: u64) -> u32 {
-    filter.levels_internal().first().raw_count(bucket, fp)
+    filter.levels_ref().first().raw_count(bucket, fp)
 }
 
 /// The full outcome of `contains(item)` and the number of optimistic attempts it took.
 pub fn lookup(filter: &CuckooFilter<PassThrough>, item: u64) -> (Outcome, u32) {
-    let table = filter.levels_internal().first();
+    let table = filter.levels_ref().first();
     let (lookup, attempts) = table.lookup_counting_attempts(table.key(item));
     let outcome = match lookup {
         Lookup::Present => Outcome::Present,
@@ -139,5 +131,5 @@ pub fn lookup(filter: &CuckooFilter<PassThrough>, item: u64) -> (Outcome, u32) {
 
 /// The fingerprint of `item`.
 pub fn fingerprint(filter: &CuckooFilter<PassThrough>, item: u64) -> u64 {
-    filter.levels_internal().first().key(item).fingerprint
+    filter.levels_ref().first().key(item).fingerprint
 }

@@ -147,6 +147,20 @@ impl StripeSet {
         }
     }
 
+    /// Locks every stripe, in ascending order (whole-table operations such as a snapshot; a
+    /// snapshot only reads, so no release fence is needed).
+    pub(crate) fn lock_all(&self) -> AllGuard<'_> {
+        let held = self.stripes.iter().map(Stripe::lock).collect();
+        AllGuard { set: self, held }
+    }
+
+    /// Sets the item count of a table restored from a snapshot, charged to stripe 0. Only the
+    /// sum of the counters means anything (see `Stripe::items`), so any split is as good.
+    pub(crate) fn set_items(&mut self, items: usize) {
+        self.reset_items();
+        self.stripes[0].items.store(items as u64, Ordering::Relaxed);
+    }
+
     /// Items in the table: the sum of every stripe's counter.
     pub(crate) fn items(&self) -> usize {
         let sum = self
@@ -190,5 +204,19 @@ impl Drop for PairGuard<'_> {
             stripe.unlock(held);
         }
         self.low.0.unlock(self.low.1);
+    }
+}
+
+/// Every stripe of a table, held; released on drop.
+pub(crate) struct AllGuard<'a> {
+    set: &'a StripeSet,
+    held: Vec<u64>,
+}
+
+impl Drop for AllGuard<'_> {
+    fn drop(&mut self) {
+        for (stripe, &held) in self.set.stripes.iter().zip(&self.held).rev() {
+            stripe.unlock(held);
+        }
     }
 }

@@ -9,7 +9,7 @@ mod write;
 
 use crate::bucket_word::WordLayout;
 use crate::hashing::{ItemKey, KeyMapper};
-use crate::stripe::StripeSet;
+use crate::stripe::{AllGuard, StripeSet};
 use crate::sync::{AtomicU64, Ordering};
 
 pub(crate) use read::Lookup;
@@ -72,6 +72,40 @@ impl Table {
             stripes: StripeSet::new(shape.stripes),
             limits,
         })
+    }
+
+    /// A table holding `words` (checked by the caller: lanes in range, `items` of them full).
+    pub(crate) fn from_words(
+        shape: TableShape,
+        words: Box<[AtomicU64]>,
+        items: usize,
+        limits: Limits,
+    ) -> Self {
+        let layout = WordLayout::new(shape.bits).expect("fingerprint width validated by caller");
+        debug_assert_eq!(words.len(), shape.buckets);
+        let mut stripes = StripeSet::new(shape.stripes);
+        stripes.set_items(items);
+        Table {
+            layout,
+            mapper: KeyMapper::new(shape.buckets, layout.max_fingerprint()),
+            words,
+            stripes,
+            limits,
+        }
+    }
+
+    /// Holds every stripe: the table cannot change until the guard is dropped.
+    pub(crate) fn lock_all(&self) -> AllGuard<'_> {
+        self.stripes.lock_all()
+    }
+
+    /// The bucket words, read while `_held` (this table's `lock_all`) keeps writers out.
+    pub(crate) fn words_locked<'a>(
+        &'a self,
+        _held: &'a AllGuard<'a>,
+    ) -> impl Iterator<Item = u64> + 'a {
+        // Relaxed: every stripe is held, and the locks' Acquire made all writes visible.
+        self.words.iter().map(|w| w.load(Ordering::Relaxed))
     }
 
     pub(crate) fn shape(&self) -> TableShape {

@@ -1,0 +1,147 @@
+//! The snapshot format, field by field (see FORMAT.md at the repository root).
+//!
+//! Everything is little-endian and a whole number of `u64` words, which is also how the
+//! checksum reads it.
+
+use crate::bucket_word::{WordLayout, MAX_BITS, MIN_BITS};
+use crate::hashing::{MAX_BUCKETS, MIN_BUCKETS};
+use crate::levels::{GrowthPlan, WidthRule};
+use crate::params;
+
+use super::PersistError;
+
+/// First 8 bytes of every snapshot.
+pub(crate) const MAGIC: [u8; 8] = *b"ATCUCKOO";
+/// Format version written by this build, the only one it reads.
+pub(crate) const VERSION: u16 = 1;
+/// Words in the file header.
+pub(crate) const HEADER_WORDS: usize = 8;
+/// Words in a level header.
+pub(crate) const LEVEL_HEADER_WORDS: usize = 3;
+/// The value every filter's hasher hashes for the hasher check.
+pub(crate) const HASHER_PROBE: &str = "atomic-cuckoo hasher check, format 1";
+/// Largest accepted `max_levels` (as the builder).
+const MAX_LEVELS: u32 = 64;
+
+const RULE_FIXED_BITS: u32 = 1;
+const RULE_TARGET_RATE: u32 = 2;
+
+/// The file header.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Header {
+    pub(crate) plan: GrowthPlan,
+    pub(crate) levels: u32,
+    pub(crate) items: u64,
+    pub(crate) hasher_check: u64,
+}
+
+impl Header {
+    pub(crate) fn encode(&self) -> [u64; HEADER_WORDS] {
+        let (rule, bits, rate) = match self.plan.width {
+            WidthRule::Fixed(bits) => (RULE_FIXED_BITS, bits, 0.0),
+            WidthRule::Rate(rate) => (RULE_TARGET_RATE, 0, rate),
+        };
+        [
+            u64::from_le_bytes(MAGIC),
+            u64::from(VERSION) | u64::from(rule) << 32,
+            u64::from(bits) | u64::from(self.plan.factor) << 32,
+            u64::from(self.plan.max_levels) | u64::from(self.levels) << 32,
+            rate.to_bits(),
+            self.plan.base_capacity as u64,
+            self.items,
+            self.hasher_check,
+        ]
+    }
+
+    /// Decodes and validates a header: every field in range, and the plan one the builder
+    /// could have made.
+    pub(crate) fn decode(w: &[u64; HEADER_WORDS]) -> Result<Self, PersistError> {
+        if w[0].to_le_bytes() != MAGIC {
+            return Err(PersistError::BadMagic);
+        }
+        let version = w[1] as u16;
+        if version != VERSION {
+            return Err(PersistError::UnsupportedVersion { version });
+        }
+        let invalid = |field| Err(PersistError::InvalidParameter { field });
+        let (flags, rule) = ((w[1] >> 16) as u16, (w[1] >> 32) as u32);
+        if flags != 0 {
+            return invalid("flags");
+        }
+        let (bits, factor) = (w[2] as u32, (w[2] >> 32) as u32);
+        let (max_levels, levels) = (w[3] as u32, (w[3] >> 32) as u32);
+        let rate = f64::from_bits(w[4]);
+        let width = match rule {
+            RULE_FIXED_BITS if (MIN_BITS..=MAX_BITS).contains(&bits) && w[4] == 0 => {
+                WidthRule::Fixed(bits)
+            }
+            RULE_TARGET_RATE if bits == 0 && params::rate_is_valid(rate) => WidthRule::Rate(rate),
+            RULE_FIXED_BITS | RULE_TARGET_RATE => return invalid("fingerprint width or rate"),
+            _ => return invalid("width rule"),
+        };
+        if !(1..=MAX_LEVELS).contains(&max_levels) || (factor == 0 && max_levels != 1) {
+            return invalid("max_levels");
+        }
+        if !(1..=max_levels).contains(&levels) {
+            return invalid("level count");
+        }
+        let base_capacity = usize::try_from(w[5]).unwrap_or(0);
+        if base_capacity == 0 {
+            return invalid("capacity");
+        }
+        let plan = GrowthPlan {
+            factor,
+            max_levels,
+            base_capacity,
+            width,
+        };
+        if plan.level_bits(max_levels - 1).is_err() {
+            return invalid("false-positive rate (unreachable)");
+        }
+        Ok(Header {
+            plan,
+            levels,
+            items: w[6],
+            hasher_check: w[7],
+        })
+    }
+}
+
+/// The header of one level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LevelHeader {
+    pub(crate) bits: u32,
+    pub(crate) buckets: usize,
+    pub(crate) items: u64,
+}
+
+impl LevelHeader {
+    pub(crate) fn encode(&self) -> [u64; LEVEL_HEADER_WORDS] {
+        [u64::from(self.bits), self.buckets as u64, self.items]
+    }
+
+    /// Decodes and validates a level header: width in range, bucket count even and within the
+    /// largest table, no more items than slots.
+    pub(crate) fn decode(w: &[u64; LEVEL_HEADER_WORDS]) -> Result<Self, PersistError> {
+        let invalid = |field| Err(PersistError::InvalidParameter { field });
+        let (bits, reserved) = (w[0] as u32, (w[0] >> 32) as u32);
+        if reserved != 0 {
+            return invalid("level reserved field");
+        }
+        let Some(layout) = WordLayout::new(bits) else {
+            return invalid("level fingerprint width");
+        };
+        let buckets = w[1];
+        if !(MIN_BUCKETS..=MAX_BUCKETS).contains(&buckets) || !buckets.is_multiple_of(2) {
+            return invalid("level bucket count");
+        }
+        if w[2] > buckets * u64::from(layout.slots()) {
+            return invalid("level item count");
+        }
+        Ok(LevelHeader {
+            bits,
+            buckets: buckets as usize,
+            items: w[2],
+        })
+    }
+}

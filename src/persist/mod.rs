@@ -1,0 +1,489 @@
+//! Saving and restoring a filter: a versioned, checksummed, validated byte format.
+//!
+//! The layout is documented byte by byte in `FORMAT.md`. Restoring checks every field before
+//! using it, never allocates more than the input actually provides (plus one 1 MiB step), and
+//! rejects a snapshot made with another hasher (or other seeds), which would otherwise restore
+//! into a filter full of false negatives.
+
+mod checksum;
+mod format;
+#[cfg(feature = "serde")]
+mod serde_impl;
+
+use std::fmt;
+use std::hash::BuildHasher;
+use std::io::{self, Read, Write};
+
+use crate::filter::CuckooFilter;
+use crate::hashing::DefaultHashBuilder;
+use crate::levels::Levels;
+use crate::params;
+use crate::sync::AtomicU64;
+use crate::table::{Limits, Table, TableShape};
+use checksum::Checksum;
+use format::{Header, LevelHeader, HASHER_PROBE, HEADER_WORDS, LEVEL_HEADER_WORDS};
+
+/// Bytes read or written per I/O call: small enough to stay in cache between the copy and the
+/// checksum.
+const IO_CHUNK_BYTES: usize = 64 << 10;
+/// Words by which a table restored from a stream grows (1 MiB).
+const GROW_STEP_WORDS: usize = (1 << 20) / 8;
+
+/// Why a snapshot could not be restored.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum PersistError {
+    /// Reading failed (other than by running out of input).
+    Io(io::Error),
+    /// The input ended before the snapshot did.
+    Truncated,
+    /// `from_bytes` was given more bytes than the snapshot they start with.
+    TrailingBytes {
+        /// Bytes after the end of the snapshot.
+        extra: usize,
+    },
+    /// The input does not start with this format's magic bytes.
+    BadMagic,
+    /// The snapshot has a format version this build does not read.
+    UnsupportedVersion {
+        /// The version in the snapshot.
+        version: u16,
+    },
+    /// A header field is out of range or inconsistent with the others.
+    InvalidParameter {
+        /// Which field.
+        field: &'static str,
+    },
+    /// The number of stored fingerprints disagrees with a count in a header.
+    CountMismatch {
+        /// What was checked: a level's count or the total.
+        what: &'static str,
+        /// The count in the header.
+        claimed: u64,
+        /// Fingerprints actually in the payload.
+        found: u64,
+    },
+    /// The checksum does not match the content: the snapshot is corrupt.
+    ChecksumMismatch {
+        /// The checksum stored in the snapshot.
+        stored: u64,
+        /// The checksum of the content read.
+        computed: u64,
+    },
+    /// The snapshot was made with a different hasher (or different seeds): every lookup would
+    /// miss, so it is refused.
+    HasherMismatch,
+    /// Memory for a table could not be allocated.
+    AllocationFailed {
+        /// Bytes that were asked for.
+        bytes: usize,
+    },
+}
+
+impl fmt::Display for PersistError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PersistError::Io(e) => write!(f, "reading the snapshot failed: {e}"),
+            PersistError::Truncated => f.write_str("the snapshot is truncated"),
+            PersistError::TrailingBytes { extra } => {
+                write!(f, "{extra} unexpected bytes after the snapshot")
+            }
+            PersistError::BadMagic => f.write_str("not an atomic-cuckoo snapshot (bad magic)"),
+            PersistError::UnsupportedVersion { version } => {
+                write!(f, "unsupported snapshot format version {version}")
+            }
+            PersistError::InvalidParameter { field } => {
+                write!(f, "invalid snapshot parameter: {field}")
+            }
+            PersistError::CountMismatch {
+                what,
+                claimed,
+                found,
+            } => write!(
+                f,
+                "snapshot {what} claims {claimed} items but holds {found} fingerprints"
+            ),
+            PersistError::ChecksumMismatch { stored, computed } => write!(
+                f,
+                "snapshot checksum mismatch (stored {stored:#018x}, computed {computed:#018x})"
+            ),
+            PersistError::HasherMismatch => {
+                f.write_str("the snapshot was made with a different hasher or seed")
+            }
+            PersistError::AllocationFailed { bytes } => {
+                write!(
+                    f,
+                    "could not allocate {bytes} bytes for the restored filter"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for PersistError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PersistError::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<io::Error> for PersistError {
+    fn from(e: io::Error) -> Self {
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            PersistError::Truncated
+        } else {
+            PersistError::Io(e)
+        }
+    }
+}
+
+/// The hasher check value: how `hasher` hashes a fixed probe.
+fn hasher_check<S: BuildHasher>(hasher: &S) -> u64 {
+    hasher.hash_one(HASHER_PROBE)
+}
+
+impl<S: BuildHasher> CuckooFilter<S> {
+    /// Writes a snapshot of the filter (format: `FORMAT.md`).
+    ///
+    /// The snapshot is consistent: it is the filter's content at one moment. To get that, the
+    /// save holds every lock stripe (and blocks growth) while it copies; lookups keep running
+    /// meanwhile, while inserts and removes from other threads wait until the save is done and
+    /// then apply to the live filter (they are not in the snapshot). Write to a buffer or a
+    /// buffered writer if the destination is slow.
+    ///
+    /// ```
+    /// use atomic_cuckoo::CuckooFilter;
+    ///
+    /// let filter = CuckooFilter::with_capacity(1_000);
+    /// filter.insert("saved").unwrap();
+    /// let mut file = Vec::new();
+    /// filter.write_to(&mut file)?;
+    /// let restored = CuckooFilter::read_from(&file[..]).unwrap();
+    /// assert!(restored.contains("saved"));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn write_to<W: Write + ?Sized>(&self, writer: &mut W) -> io::Result<()> {
+        let check = hasher_check(self.hasher());
+        let levels = self.levels_ref();
+        levels.frozen(|tables| {
+            let items = tables.iter().map(|(t, _)| t.len() as u64).sum();
+            let header = Header {
+                plan: *levels.plan(),
+                levels: tables.len() as u32,
+                items,
+                hasher_check: check,
+            };
+            let mut out = WordWriter::new(writer);
+            out.words(header.encode())?;
+            for &(table, held) in tables {
+                let shape = table.shape();
+                let level = LevelHeader {
+                    bits: shape.bits,
+                    buckets: shape.buckets,
+                    items: table.len() as u64,
+                };
+                out.words(level.encode())?;
+                out.words(table.words_locked(held))?;
+            }
+            out.finish()
+        })
+    }
+
+    /// The snapshot as bytes (see [`write_to`](CuckooFilter::write_to)).
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
+    /// let bytes = filter.to_bytes();
+    /// assert_eq!(&bytes[..8], b"ATCUCKOO");
+    /// ```
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(self.snapshot_size());
+        self.write_to(&mut bytes)
+            .expect("writing to a Vec cannot fail");
+        bytes
+    }
+
+    /// Bytes a snapshot of the filter takes now (it changes when the filter grows).
+    pub fn snapshot_size(&self) -> usize {
+        let words: usize = self
+            .levels_ref()
+            .all()
+            .map(|t| LEVEL_HEADER_WORDS + t.shape().buckets)
+            .sum();
+        8 * (HEADER_WORDS + words + 1)
+    }
+
+    /// Restores a snapshot written by [`write_to`](CuckooFilter::write_to) with a filter that
+    /// used `hasher` (the same type and seeds: otherwise [`PersistError::HasherMismatch`]).
+    ///
+    /// Reads exactly the snapshot's bytes, so a snapshot can be followed by other data in the
+    /// same stream. Memory grows with the data actually read, so a header that claims a huge
+    /// table costs nothing unless the data is there.
+    pub fn read_from_with_hasher<R: Read>(reader: R, hasher: S) -> Result<Self, PersistError> {
+        Self::read_snapshot(WordReader::new(reader, Allocation::AsDataArrives), hasher)
+    }
+
+    fn read_snapshot<R: Read>(mut input: WordReader<R>, hasher: S) -> Result<Self, PersistError> {
+        let header = Header::decode(&input.array::<HEADER_WORDS>()?)?;
+        if header.hasher_check != hasher_check(&hasher) {
+            return Err(PersistError::HasherMismatch);
+        }
+        let mut tables = Vec::with_capacity(header.levels as usize);
+        let mut total = 0u64;
+        for _ in 0..header.levels {
+            let level = LevelHeader::decode(&input.array::<LEVEL_HEADER_WORDS>()?)?;
+            tables.push(input.table(level)?);
+            total += level.items;
+        }
+        if total != header.items {
+            return Err(PersistError::CountMismatch {
+                what: "header",
+                claimed: header.items,
+                found: total,
+            });
+        }
+        input.check_trailer()?;
+        let levels = Levels::restore(header.plan, tables, Limits::DEFAULT);
+        Ok(CuckooFilter::from_parts(levels, hasher))
+    }
+
+    /// Restores a snapshot from bytes that hold exactly one snapshot (see
+    /// [`read_from_with_hasher`](CuckooFilter::read_from_with_hasher)). The length is checked
+    /// against the headers before any table memory is allocated.
+    pub fn from_bytes_with_hasher(bytes: &[u8], hasher: S) -> Result<Self, PersistError> {
+        let expected = expected_len(bytes)?;
+        match bytes.len().cmp(&expected) {
+            std::cmp::Ordering::Less => Err(PersistError::Truncated),
+            std::cmp::Ordering::Greater => Err(PersistError::TrailingBytes {
+                extra: bytes.len() - expected,
+            }),
+            // Every level's words are known to be there: allocate each table once.
+            std::cmp::Ordering::Equal => {
+                Self::read_snapshot(WordReader::new(bytes, Allocation::Upfront), hasher)
+            }
+        }
+    }
+}
+
+impl CuckooFilter {
+    /// Restores a snapshot made with the default hasher (see
+    /// [`read_from_with_hasher`](CuckooFilter::read_from_with_hasher)).
+    ///
+    /// ```
+    /// use atomic_cuckoo::{CuckooFilter, PersistError};
+    ///
+    /// let filter = CuckooFilter::with_capacity(100);
+    /// filter.insert(&7u8).unwrap();
+    /// let bytes = filter.to_bytes();
+    /// assert!(CuckooFilter::read_from(&bytes[..]).unwrap().contains(&7u8));
+    /// assert!(matches!(
+    ///     CuckooFilter::read_from(&bytes[..bytes.len() - 1]),
+    ///     Err(PersistError::Truncated)
+    /// ));
+    /// ```
+    pub fn read_from<R: Read>(reader: R) -> Result<Self, PersistError> {
+        Self::read_from_with_hasher(reader, DefaultHashBuilder::default())
+    }
+
+    /// Restores a snapshot made with the default hasher from exactly its bytes.
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
+    /// let restored = atomic_cuckoo::CuckooFilter::from_bytes(&filter.to_bytes()).unwrap();
+    /// assert_eq!(restored.capacity(), filter.capacity());
+    /// ```
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, PersistError> {
+        Self::from_bytes_with_hasher(bytes, DefaultHashBuilder::default())
+    }
+}
+
+/// The length of the snapshot that `bytes` starts with, from its headers alone (nothing is
+/// allocated, nothing beyond the headers is read).
+fn expected_len(bytes: &[u8]) -> Result<usize, PersistError> {
+    let word_at = |i: usize| -> Result<u64, PersistError> {
+        let at = i.checked_mul(8).ok_or(PersistError::Truncated)?;
+        let chunk = bytes.get(at..at + 8).ok_or(PersistError::Truncated)?;
+        Ok(u64::from_le_bytes(chunk.try_into().expect("8 bytes")))
+    };
+    let mut header = [0u64; HEADER_WORDS];
+    for (i, w) in header.iter_mut().enumerate() {
+        *w = word_at(i)?;
+    }
+    let header = Header::decode(&header)?;
+    let mut at = HEADER_WORDS;
+    for _ in 0..header.levels {
+        let mut level = [0u64; LEVEL_HEADER_WORDS];
+        for (i, w) in level.iter_mut().enumerate() {
+            *w = word_at(at + i)?;
+        }
+        let level = LevelHeader::decode(&level)?;
+        at += LEVEL_HEADER_WORDS + level.buckets;
+    }
+    Ok(8 * (at + 1))
+}
+
+/// Writes words little-endian in chunks, checksumming them.
+struct WordWriter<'w, W: Write + ?Sized> {
+    out: &'w mut W,
+    buffer: Vec<u8>,
+    checksum: Checksum,
+}
+
+impl<'w, W: Write + ?Sized> WordWriter<'w, W> {
+    fn new(out: &'w mut W) -> Self {
+        WordWriter {
+            out,
+            buffer: Vec::with_capacity(IO_CHUNK_BYTES),
+            checksum: Checksum::new(),
+        }
+    }
+
+    fn words(&mut self, words: impl IntoIterator<Item = u64>) -> io::Result<()> {
+        let mut words = words.into_iter();
+        loop {
+            let start = self.buffer.len();
+            self.buffer.resize(IO_CHUNK_BYTES, 0);
+            let mut filled = start;
+            for (dst, w) in self.buffer[start..].chunks_exact_mut(8).zip(&mut words) {
+                dst.copy_from_slice(&w.to_le_bytes());
+                filled += 8;
+            }
+            self.buffer.truncate(filled);
+            self.checksum.add_bytes(&self.buffer[start..]);
+            if filled < IO_CHUNK_BYTES {
+                return Ok(());
+            }
+            self.out.write_all(&self.buffer)?;
+            self.buffer.clear();
+        }
+    }
+
+    /// Writes the checksum trailer and flushes.
+    fn finish(mut self) -> io::Result<()> {
+        let sum = self.checksum.value();
+        self.buffer.extend_from_slice(&sum.to_le_bytes());
+        self.out.write_all(&self.buffer)?;
+        self.out.flush()
+    }
+}
+
+/// How a restored table's memory is obtained.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Allocation {
+    /// In one piece: the input's length was checked against the headers already.
+    Upfront,
+    /// Chunk by chunk as words arrive, so that a header cannot make the reader allocate more
+    /// than one chunk beyond the input. (The table must end up contiguous, so the block is
+    /// reallocated as it grows; large reallocations remap pages rather than copy them on
+    /// Linux, but other allocators may copy.)
+    AsDataArrives,
+}
+
+/// Reads little-endian words in chunks, checksumming them.
+struct WordReader<R: Read> {
+    input: R,
+    buffer: Vec<u8>,
+    checksum: Checksum,
+    allocation: Allocation,
+}
+
+impl<R: Read> WordReader<R> {
+    fn new(input: R, allocation: Allocation) -> Self {
+        WordReader {
+            input,
+            buffer: Vec::new(),
+            checksum: Checksum::new(),
+            allocation,
+        }
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u64; N], PersistError> {
+        let mut words = [0u64; N];
+        let mut i = 0;
+        self.words(N, |w| {
+            words[i] = w;
+            i += 1;
+        })?;
+        Ok(words)
+    }
+
+    /// Reads `n` words, in chunks, giving each to `each`.
+    fn words(&mut self, n: usize, mut each: impl FnMut(u64)) -> Result<(), PersistError> {
+        let mut left = n;
+        while left > 0 {
+            let take = left.min(IO_CHUNK_BYTES / 8);
+            self.buffer.resize(take * 8, 0);
+            self.input.read_exact(&mut self.buffer)?;
+            self.checksum.add_bytes(&self.buffer);
+            for chunk in self.buffer.chunks_exact(8) {
+                each(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+            }
+            left -= take;
+        }
+        Ok(())
+    }
+
+    /// Reads one level's bucket words into a table, checking each word and the item count.
+    fn table(&mut self, level: LevelHeader) -> Result<Table, PersistError> {
+        let shape = TableShape {
+            buckets: level.buckets,
+            bits: level.bits,
+            stripes: params::stripes_for(level.buckets),
+        };
+        let layout = crate::bucket_word::WordLayout::new(level.bits).ok_or(
+            PersistError::InvalidParameter {
+                field: "level fingerprint width",
+            },
+        )?;
+        let mut words: Vec<AtomicU64> = Vec::new();
+        let failed = |_| PersistError::AllocationFailed {
+            bytes: level.buckets.saturating_mul(8),
+        };
+        if self.allocation == Allocation::Upfront {
+            words.try_reserve_exact(level.buckets).map_err(failed)?;
+        }
+        let (mut occupied, mut stray_bits) = (0u64, 0u64);
+        while words.len() < level.buckets {
+            let take = (level.buckets - words.len()).min(GROW_STEP_WORDS);
+            words.try_reserve_exact(take).map_err(failed)?;
+            self.words(take, |w| {
+                stray_bits |= w & !layout.lane_bits();
+                occupied += u64::from(layout.occupied(w));
+                words.push(AtomicU64::new(w));
+            })?;
+        }
+        if stray_bits != 0 {
+            return Err(PersistError::InvalidParameter {
+                field: "bucket word (bits outside every lane)",
+            });
+        }
+        if occupied != level.items {
+            return Err(PersistError::CountMismatch {
+                what: "level",
+                claimed: level.items,
+                found: occupied,
+            });
+        }
+        Ok(Table::from_words(
+            shape,
+            words.into_boxed_slice(),
+            occupied as usize,
+            Limits::DEFAULT,
+        ))
+    }
+
+    /// Reads the trailer and compares it with the checksum of everything before it.
+    fn check_trailer(&mut self) -> Result<(), PersistError> {
+        let computed = self.checksum.value();
+        let mut trailer = [0u8; 8];
+        self.input.read_exact(&mut trailer)?;
+        let stored = u64::from_le_bytes(trailer);
+        if stored == computed {
+            Ok(())
+        } else {
+            Err(PersistError::ChecksumMismatch { stored, computed })
+        }
+    }
+}

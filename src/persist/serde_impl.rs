@@ -1,0 +1,53 @@
+//! `serde` support (feature `serde`): a filter serializes as its snapshot bytes, and
+//! deserializing goes through the same validation as [`CuckooFilter::from_bytes`].
+
+use std::fmt;
+use std::hash::BuildHasher;
+use std::marker::PhantomData;
+
+use serde::de::{self, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::filter::CuckooFilter;
+
+impl<S: BuildHasher> Serialize for CuckooFilter<S> {
+    fn serialize<Ser: Serializer>(&self, serializer: Ser) -> Result<Ser::Ok, Ser::Error> {
+        serializer.serialize_bytes(&self.to_bytes())
+    }
+}
+
+/// Deserializes with `S::default()` as the hasher; a snapshot made with another hasher (or
+/// other seeds) is refused, as in [`CuckooFilter::from_bytes_with_hasher`].
+impl<'de, S: BuildHasher + Default> Deserialize<'de> for CuckooFilter<S> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_bytes(SnapshotVisitor(PhantomData))
+    }
+}
+
+struct SnapshotVisitor<S>(PhantomData<S>);
+
+impl<'de, S: BuildHasher + Default> Visitor<'de> for SnapshotVisitor<S> {
+    type Value = CuckooFilter<S>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the bytes of an atomic-cuckoo snapshot")
+    }
+
+    fn visit_bytes<E: de::Error>(self, bytes: &[u8]) -> Result<Self::Value, E> {
+        CuckooFilter::from_bytes_with_hasher(bytes, S::default()).map_err(E::custom)
+    }
+
+    fn visit_byte_buf<E: de::Error>(self, bytes: Vec<u8>) -> Result<Self::Value, E> {
+        self.visit_bytes(&bytes)
+    }
+
+    /// Formats without a bytes type (JSON, for one) give a sequence of numbers. The buffer
+    /// grows with the elements actually present, not with a size hint from the input.
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut bytes = Vec::new();
+        while let Some(b) = seq.next_element::<u8>()? {
+            bytes.push(b);
+        }
+        self.visit_bytes(&bytes)
+    }
+}
