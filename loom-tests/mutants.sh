@@ -6,7 +6,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-mutants=(no_version_check no_release_fence erase_before_copy)
+# The three the design names, and two that only the neighbour models (writers on pairs that
+# share a bucket) can catch.
+mutants=(no_version_check no_release_fence erase_before_copy fence_between_locks move_locks_one_stripe)
 preemptions="${LOOM_MAX_PREEMPTIONS:-2}"
 survivors=()
 

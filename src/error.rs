@@ -8,6 +8,10 @@ use std::fmt;
 pub enum InsertError {
     /// No free lane could be reached for the item's fingerprint within the search limits. Every
     /// item stored before is still stored; removing items makes room again.
+    ///
+    /// Near capacity and under heavy write contention this can also mean that other writers
+    /// kept changing the cuckoo paths this insert found (it retries 16 times), even though a
+    /// slot might have been found later; retrying the insert is then worth it.
     Full,
     /// The filter grows, but already has its maximum number of levels (see
     /// [`Builder::max_levels`](crate::Builder::max_levels)) and the newest is full. Every item

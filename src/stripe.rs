@@ -134,11 +134,15 @@ impl StripeSet {
         let (sa, sb) = (self.index_of(a), self.index_of(b));
         let (low, high) = (sa.min(sb), sa.max(sb));
         let low_held = self.stripes[low].lock();
+        if cfg!(loom_mutant = "fence_between_locks") {
+            fence(Ordering::Release);
+        }
         let high_held = (high != low).then(|| (&self.stripes[high], self.stripes[high].lock()));
-        // Release fence: our data stores are Relaxed; a reader whose Acquire load sees one of
-        // them synchronizes with this fence, so it also sees the odd versions written above and
-        // fails its validation (Boehm's seqlock writer).
-        if !cfg!(loom_mutant = "no_release_fence") {
+        // Release fence, after *both* locks: our data stores are Relaxed; a reader whose Acquire
+        // load sees one of them synchronizes with this fence, so it also sees the odd versions
+        // written above, and every write that happened before either lock, and fails its
+        // validation (Boehm's seqlock writer).
+        if !cfg!(loom_mutant = "no_release_fence") && !cfg!(loom_mutant = "fence_between_locks") {
             fence(Ordering::Release);
         }
         PairGuard {

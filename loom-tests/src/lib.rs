@@ -107,6 +107,39 @@ pub type Role<S> = fn(&S);
 /// spot such as tokio-rs/loom#392), and a model that was not explored proves nothing.
 pub const MIN_INTERLEAVINGS: usize = 10;
 
+/// Records that some interleaving reached a branch a model is meant to cover; checked after
+/// the model ran with [`assert_reached`]. (A std atomic: it is bookkeeping outside the model.)
+pub struct Reached(std::sync::atomic::AtomicBool);
+
+impl Reached {
+    pub const fn new() -> Self {
+        Reached(std::sync::atomic::AtomicBool::new(false))
+    }
+
+    pub fn mark(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    pub fn reset(&self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
+}
+
+impl Default for Reached {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Fails unless some interleaving marked `flag`: a model whose interesting branch is never
+/// reached checks nothing there.
+pub fn assert_reached(flag: &Reached, what: &str) {
+    assert!(
+        flag.0.load(Ordering::Relaxed),
+        "no interleaving reached: {what}"
+    );
+}
+
 /// Runs a loom model and prints how many interleavings it explored.
 pub fn check(name: &str, model: impl Fn() + Sync + Send + 'static) {
     let explored = std::sync::Arc::new(AtomicUsize::new(0));

@@ -4,7 +4,9 @@
 #![cfg(loom)]
 
 use loom::sync::atomic::{AtomicBool, Ordering};
-use loom_tests::{check, copies, hook, Arc, Filter, Outcome, Role, Start, Table};
+use loom_tests::{
+    assert_reached, check, copies, hook, Arc, Filter, Outcome, Reached, Role, Start, Table,
+};
 
 struct Full {
     filter: Filter,
@@ -55,8 +57,18 @@ fn look_up_x(s: &Full) {
     assert_eq!(hook::lookup(&s.filter, s.x).0, Outcome::Present);
 }
 
+static INSERT_FAILED: Reached = Reached::new();
+static INSERTED_THROUGH_KICK: Reached = Reached::new();
+
 fn after(s: &Full) {
     let inserted = s.inserted.load(Ordering::Relaxed);
+    if inserted {
+        // w can only have got in by moving x from bucket 0 to bucket 1.
+        assert_eq!(copies(&s.filter, s.x, &[1]), 1);
+        INSERTED_THROUGH_KICK.mark();
+    } else {
+        INSERT_FAILED.mark();
+    }
     assert_eq!(copies(&s.filter, s.w, &[0, 3]), u32::from(inserted));
     assert_eq!(
         copies(&s.filter, s.x, &[0, 1]),
@@ -77,6 +89,8 @@ fn failing_insert_races_a_reader_and_a_remover() {
         ("reader", look_up_x),
     ];
     for main_role in 0..3 {
+        INSERT_FAILED.reset();
+        INSERTED_THROUGH_KICK.reset();
         check(
             &format!("5: full table, {} on main", roles[main_role].0),
             move || {
@@ -100,6 +114,11 @@ fn failing_insert_races_a_reader_and_a_remover() {
                 }
                 after(&state);
             },
+        );
+        assert_reached(&INSERT_FAILED, "the insert failing on the full table");
+        assert_reached(
+            &INSERTED_THROUGH_KICK,
+            "the insert succeeding through a kick of x",
         );
     }
 }

@@ -3,7 +3,7 @@
 #![cfg(loom)]
 
 use loom::sync::atomic::{AtomicBool, Ordering};
-use loom_tests::{check_both_orders, hook, Filter, Outcome, Table, BITS};
+use loom_tests::{assert_reached, check_both_orders, hook, Filter, Outcome, Reached, Table, BITS};
 
 /// Level 0 (4 buckets of 2 slots) completely full, x among its items; w belongs in level 0's
 /// buckets 0 and 1 but no room is reachable, so inserting w adds level 1 and stores w there.
@@ -49,10 +49,16 @@ fn insert_w_and_signal(s: &Publication) {
     s.w_inserted.store(true, Ordering::Release);
 }
 
+static SAW_W: Reached = Reached::new();
+static DID_NOT_SEE_W: Reached = Reached::new();
+
 fn read_during_growth(s: &Publication) {
     assert_eq!(hook::lookup(&s.filter, s.x).0, Outcome::Present);
     if s.w_inserted.load(Ordering::Acquire) {
         assert!(s.filter.contains(&s.w), "w inserted before, but not found");
+        SAW_W.mark();
+    } else {
+        DID_NOT_SEE_W.mark();
     }
 }
 
@@ -72,6 +78,8 @@ fn reader_races_the_publication_of_a_new_level() {
         read_during_growth,
         after_publication,
     );
+    assert_reached(&SAW_W, "a reader after the publication and w's insert");
+    assert_reached(&DID_NOT_SEE_W, "a reader before w's insert");
 }
 
 /// Level 0 has one free slot, in bucket 0, which u (buckets 0 and 1) can take but z (buckets 2

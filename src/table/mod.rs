@@ -64,6 +64,8 @@ impl Table {
     /// A table of zeroed (empty) buckets. `shape` must already be valid: `bits` in range,
     /// `buckets` in `1..=MAX_BUCKETS`, `stripes` a power of two.
     pub(crate) fn new(shape: TableShape, limits: Limits) -> Result<Self, AllocationFailed> {
+        // The search's nodes store depths in a u8 and parents in a u32 below a sentinel.
+        debug_assert!(limits.path_depth < 255 && limits.path_nodes < u32::MAX);
         let layout = WordLayout::new(shape.bits).expect("fingerprint width validated by caller");
         Ok(Table {
             layout,
@@ -172,7 +174,10 @@ impl Table {
     /// to set up a kick chain). Returns false when the bucket is full.
     #[cfg(loom)]
     pub(crate) fn place_raw(&self, bucket: usize, fp: u64) -> bool {
-        let guard = self.stripes.lock_pair(bucket, bucket);
+        // The fingerprint's pair, as an insert would lock it (and charge its lower stripe).
+        let guard = self
+            .stripes
+            .lock_pair(bucket, self.mapper.alternate(bucket, fp));
         let word = self.word(bucket).load(Ordering::Relaxed);
         let Some(shift) = self.layout.first_empty(word) else {
             return false;

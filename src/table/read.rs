@@ -22,7 +22,9 @@ impl Table {
     /// a move from `b` to `a` that completes between our loads of `a` and `b` is still caught:
     /// having seen `b` after the erase, the second load of `a` sees the copy. Together with the
     /// `a`-then-`b` order (which catches moves from `a` to `b`) this means a fingerprint that
-    /// makes one hop while we look is always found, without validation or retry.
+    /// makes one hop while we look is always found, without validation or retry. The load of
+    /// `b` may also return a *later* writer's Relaxed store instead of the erase; that writer's
+    /// release fence (see `lock_pair`) then gives the same guarantee.
     #[inline]
     fn probe(&self, a: usize, b: usize, fp: u64) -> bool {
         let layout = &self.layout;
