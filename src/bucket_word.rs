@@ -120,12 +120,6 @@ impl WordLayout {
         self.lowest_lane(self.zero_lanes(word))
     }
 
-    /// The shift of the lowest lane of `word` that holds `fp`.
-    #[inline]
-    pub(crate) const fn first_match(&self, word: u64, fp: u64) -> Option<u32> {
-        self.lowest_lane(self.matching_lanes(word, fp))
-    }
-
     /// The fingerprint in the lane at `shift` (0 when the lane is empty).
     #[inline]
     pub(crate) const fn lane(&self, word: u64, shift: u32) -> u64 {
@@ -144,9 +138,10 @@ impl WordLayout {
         (0..self.slots).map(move |k| k * bits)
     }
 
-    /// Turns a mask of lane high bits into the shift of the lowest such lane.
+    /// Turns a mask of lane high bits (from `zero_lanes` or `matching_lanes`) into the shift of
+    /// the lowest such lane.
     #[inline]
-    const fn lowest_lane(&self, highs: u64) -> Option<u32> {
+    pub(crate) const fn lowest_lane(&self, highs: u64) -> Option<u32> {
         if highs == 0 {
             None
         } else {
@@ -179,9 +174,9 @@ mod tests {
         assert_eq!(layout.holds(word, fp), want_hold, "holds {word:#x} {fp}");
         assert_eq!(layout.count(word, fp), want_count, "count {word:#x} {fp}");
         assert_eq!(
-            layout.first_match(word, fp),
+            layout.lowest_lane(layout.matching_lanes(word, fp)),
             want_first_match.map(shift),
-            "first_match {word:#x} {fp}"
+            "first match {word:#x} {fp}"
         );
         assert_eq!(
             layout.first_empty(word),

@@ -46,6 +46,7 @@ pub struct Builder<S = DefaultHashBuilder> {
     bits: Option<u32>,
     expansion: u32,
     max_levels: u32,
+    huge_pages: bool,
     hasher: S,
 }
 
@@ -57,6 +58,7 @@ impl Default for Builder {
             bits: None,
             expansion: 0,
             max_levels: DEFAULT_MAX_LEVELS,
+            huge_pages: true,
             hasher: DefaultHashBuilder::default(),
         }
     }
@@ -70,6 +72,7 @@ impl<S> fmt::Debug for Builder<S> {
             .field("fingerprint_bits", &self.bits)
             .field("expansion", &self.expansion)
             .field("max_levels", &self.max_levels)
+            .field("huge_pages", &self.huge_pages)
             .finish_non_exhaustive()
     }
 }
@@ -131,6 +134,15 @@ impl<S> Builder<S> {
         self
     }
 
+    /// Whether tables of 2 MiB and more ask the kernel for transparent huge pages (Linux
+    /// `madvise`; a hint that the system's THP settings decide on). Default `true`: lookups in
+    /// large tables then miss the TLB far less. Turn it off where huge pages are unwelcome (THP
+    /// rounds each table's memory up to 2 MiB).
+    pub fn huge_pages(mut self, enabled: bool) -> Self {
+        self.huge_pages = enabled;
+        self
+    }
+
     /// The hasher for items. Any `BuildHasher` works; it must be the same one (same seeds)
     /// wherever the filter's contents are interpreted.
     pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> Builder<S2> {
@@ -140,6 +152,7 @@ impl<S> Builder<S> {
             bits: self.bits,
             expansion: self.expansion,
             max_levels: self.max_levels,
+            huge_pages: self.huge_pages,
             hasher,
         }
     }
@@ -148,10 +161,10 @@ impl<S> Builder<S> {
     pub fn build(self) -> Result<CuckooFilter<S>, BuildError> {
         let plan = self.plan()?;
         let shape = plan.level_shape(0).map_err(|e| self.level_error(e))?;
-        let table = Table::new(shape, Limits::DEFAULT)
+        let table = Table::new(shape, Limits::DEFAULT, self.huge_pages)
             .map_err(|e| BuildError::AllocationFailed { bytes: e.bytes })?;
         Ok(CuckooFilter::from_parts(
-            Levels::new(table, plan, Limits::DEFAULT),
+            Levels::new(table, plan, Limits::DEFAULT, self.huge_pages),
             self.hasher,
         ))
     }

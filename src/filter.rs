@@ -286,6 +286,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// assert!(filter.contains(&42u64));
     /// # Ok::<(), atomic_cuckoo::InsertError>(())
     /// ```
+    #[inline]
     pub fn insert<T: Hash + ?Sized>(&self, item: &T) -> Result<(), InsertError> {
         self.levels.insert(self.hash_of(item))
     }

@@ -17,7 +17,7 @@ use crate::error::InsertError;
 use crate::params;
 use crate::stripe::AllGuard;
 use crate::sync::{AtomicUsize, GrowLock, Ordering};
-use crate::table::{Limits, Lookup, NoRoom, Placed, Table, TableShape, Uniqueness};
+use crate::table::{Limits, Lookup, Multiset, NoRoom, Placed, Table, TableShape, Unique};
 
 /// How each level's fingerprint width is chosen.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -114,10 +114,12 @@ pub(crate) struct Levels {
     grow_lock: GrowLock,
     plan: GrowthPlan,
     limits: Limits,
+    /// Whether new levels ask for transparent huge pages.
+    huge_pages: bool,
 }
 
 impl Levels {
-    pub(crate) fn new(first: Table, plan: GrowthPlan, limits: Limits) -> Self {
+    pub(crate) fn new(first: Table, plan: GrowthPlan, limits: Limits, huge_pages: bool) -> Self {
         let extra = if plan.grows() {
             plan.max_levels as usize - 1
         } else {
@@ -130,6 +132,7 @@ impl Levels {
             grow_lock: GrowLock::new(),
             plan,
             limits,
+            huge_pages,
         }
     }
 
@@ -138,7 +141,7 @@ impl Levels {
     pub(crate) fn restore(plan: GrowthPlan, tables: Vec<Table>, limits: Limits) -> Self {
         let mut tables = tables.into_iter();
         let first = tables.next().expect("a snapshot has at least one level");
-        let levels = Levels::new(first, plan, limits);
+        let levels = Levels::new(first, plan, limits, true);
         let mut published = 1;
         for (slot, table) in levels.more.iter().zip(tables) {
             if slot.set(table).is_err() {
@@ -232,11 +235,18 @@ impl Levels {
     }
 
     /// Inserts one copy into the newest level, growing when it is full.
+    #[inline]
     pub(crate) fn insert(&self, hash: u64) -> Result<(), InsertError> {
+        if self.more.is_empty() {
+            return match self.first.insert(self.first.key(hash), Multiset) {
+                Ok(_) => Ok(()),
+                Err(NoRoom) => Err(InsertError::Full),
+            };
+        }
         loop {
             let levels = self.count();
             let newest = self.level(levels - 1);
-            match newest.insert(newest.key(hash), Uniqueness::Multiset) {
+            match newest.insert(newest.key(hash), Multiset) {
                 Ok(_) => return Ok(()),
                 Err(NoRoom) => self.grow(levels)?,
             }
@@ -252,10 +262,7 @@ impl Levels {
                 // Level 0 is both the gate and the target: the newer levels that may appear
                 // meanwhile are checked under its locks.
                 let newer = || self.maybe_in(1.., hash);
-                self.first.insert(
-                    self.first.key(hash),
-                    Uniqueness::Unique { elsewhere: &newer },
-                )
+                self.first.insert(self.first.key(hash), Unique(&newer))
             } else {
                 let gate = self.first.lock_item(self.first.key(hash));
                 if gate.holds() || self.maybe_in(1..target, hash) {
@@ -263,7 +270,7 @@ impl Levels {
                 }
                 let newest = self.level(target);
                 let newer = || self.maybe_in(target + 1.., hash);
-                newest.insert(newest.key(hash), Uniqueness::Unique { elsewhere: &newer })
+                newest.insert(newest.key(hash), Unique(&newer))
             };
             match placed {
                 Ok(Placed::Inserted) => return Ok(true),
@@ -302,7 +309,7 @@ impl Levels {
             .plan
             .level_shape(now as u32)
             .map_err(|_| InsertError::GrowthFailed { bytes: usize::MAX })?;
-        let table = Table::new(shape, self.limits)
+        let table = Table::new(shape, self.limits, self.huge_pages)
             .map_err(|e| InsertError::GrowthFailed { bytes: e.bytes })?;
         if self.more[now - 1].set(table).is_err() {
             unreachable!("level {now} is only set here, under the grow lock");

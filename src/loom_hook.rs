@@ -62,14 +62,14 @@ pub fn tiny_filter(buckets: usize, stripes: usize, bits: u32) -> CuckooFilter<Pa
         path_depth: 4,
         ..Limits::DEFAULT
     };
-    let table = Table::new(shape, limits).expect("tiny table");
+    let table = Table::new(shape, limits, false).expect("tiny table");
     let plan = GrowthPlan {
         factor: 0,
         max_levels: 1,
         base_capacity: 1,
         width: WidthRule::Fixed(bits),
     };
-    CuckooFilter::from_parts(Levels::new(table, plan, limits), PassThrough)
+    CuckooFilter::from_parts(Levels::new(table, plan, limits, false), PassThrough)
 }
 
 /// A filter like [`tiny_filter`] (4 buckets of two 32-bit fingerprints) that grows: its second
@@ -93,8 +93,8 @@ pub fn tiny_growing_filter(stripes: usize) -> CuckooFilter<PassThrough> {
         width: WidthRule::Fixed(32),
     };
     assert_eq!(plan.level_shape(1).map(|s| s.buckets), Ok(4));
-    let table = Table::new(shape, limits).expect("tiny table");
-    CuckooFilter::from_parts(Levels::new(table, plan, limits), PassThrough)
+    let table = Table::new(shape, limits, false).expect("tiny table");
+    CuckooFilter::from_parts(Levels::new(table, plan, limits, false), PassThrough)
 }
 
 /// The item (hash) whose primary bucket is `primary` and whose fingerprint is `fp`.

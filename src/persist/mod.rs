@@ -18,8 +18,8 @@ use crate::filter::CuckooFilter;
 use crate::hashing::DefaultHashBuilder;
 use crate::levels::Levels;
 use crate::params;
-use crate::sync::AtomicU64;
-use crate::table::{Limits, Table, TableShape};
+use crate::sync::{AtomicU64, Ordering};
+use crate::table::{BucketWords, Limits, Table, TableShape};
 use checksum::Checksum;
 use format::{Header, LevelHeader, HASHER_PROBE, HEADER_WORDS, LEVEL_HEADER_WORDS};
 
@@ -437,23 +437,42 @@ impl<R: Read> WordReader<R> {
                 field: "level fingerprint width",
             },
         )?;
-        let mut words: Vec<AtomicU64> = Vec::new();
-        let failed = |_| PersistError::AllocationFailed {
-            bytes: level.buckets.saturating_mul(8),
-        };
-        if self.allocation == Allocation::Upfront {
-            words.try_reserve_exact(level.buckets).map_err(failed)?;
-        }
         let (mut occupied, mut stray_bits) = (0u64, 0u64);
-        while words.len() < level.buckets {
-            let take = (level.buckets - words.len()).min(GROW_STEP_WORDS);
-            words.try_reserve_exact(take).map_err(failed)?;
-            self.words(take, |w| {
-                stray_bits |= w & !layout.lane_bits();
-                occupied += u64::from(layout.occupied(w));
-                words.push(AtomicU64::new(w));
-            })?;
-        }
+        let mut check = |w: u64| {
+            stray_bits |= w & !layout.lane_bits();
+            occupied += u64::from(layout.occupied(w));
+        };
+        let words = match self.allocation {
+            Allocation::Upfront => {
+                let words = BucketWords::zeroed(level.buckets, true)
+                    .map_err(|e| PersistError::AllocationFailed { bytes: e.bytes })?;
+                let mut next = words.iter();
+                self.words(level.buckets, |w| {
+                    check(w);
+                    // Relaxed: the table is not shared yet.
+                    next.next()
+                        .expect("one word per bucket")
+                        .store(w, Ordering::Relaxed);
+                })?;
+                words
+            }
+            Allocation::AsDataArrives => {
+                let mut words: Vec<AtomicU64> = Vec::new();
+                while words.len() < level.buckets {
+                    let take = (level.buckets - words.len()).min(GROW_STEP_WORDS);
+                    words
+                        .try_reserve_exact(take)
+                        .map_err(|_| PersistError::AllocationFailed {
+                            bytes: level.buckets.saturating_mul(8),
+                        })?;
+                    self.words(take, |w| {
+                        check(w);
+                        words.push(AtomicU64::new(w));
+                    })?;
+                }
+                BucketWords::from_boxed(words.into_boxed_slice(), true)
+            }
+        };
         if stray_bits != 0 {
             return Err(PersistError::InvalidParameter {
                 field: "bucket word (bits outside every lane)",
@@ -468,7 +487,7 @@ impl<R: Read> WordReader<R> {
         }
         Ok(Table::from_words(
             shape,
-            words.into_boxed_slice(),
+            words,
             occupied as usize,
             Limits::DEFAULT,
         ))

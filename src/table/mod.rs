@@ -5,6 +5,7 @@
 
 mod path;
 mod read;
+mod storage;
 mod write;
 
 use crate::bucket_word::WordLayout;
@@ -13,7 +14,8 @@ use crate::stripe::{AllGuard, StripeSet};
 use crate::sync::{AtomicU64, Ordering};
 
 pub(crate) use read::Lookup;
-pub(crate) use write::{NoRoom, Placed, Uniqueness};
+pub(crate) use storage::BucketWords;
+pub(crate) use write::{Multiset, NoRoom, Placed, Unique};
 
 /// Bounds on the work of one operation (guarantees 2 and 3: readers finish in a bounded number
 /// of steps, and an insert that finds no room gives up without having changed anything).
@@ -47,7 +49,7 @@ pub(crate) struct TableShape {
 }
 
 /// The bucket words could not be allocated.
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct AllocationFailed {
     pub(crate) bytes: usize,
 }
@@ -55,7 +57,7 @@ pub(crate) struct AllocationFailed {
 pub(crate) struct Table {
     layout: WordLayout,
     mapper: KeyMapper,
-    words: Box<[AtomicU64]>,
+    words: BucketWords,
     stripes: StripeSet,
     limits: Limits,
 }
@@ -63,14 +65,18 @@ pub(crate) struct Table {
 impl Table {
     /// A table of zeroed (empty) buckets. `shape` must already be valid: `bits` in range,
     /// `buckets` in `1..=MAX_BUCKETS`, `stripes` a power of two.
-    pub(crate) fn new(shape: TableShape, limits: Limits) -> Result<Self, AllocationFailed> {
+    pub(crate) fn new(
+        shape: TableShape,
+        limits: Limits,
+        huge_pages: bool,
+    ) -> Result<Self, AllocationFailed> {
         // The search's nodes store depths in a u8 and parents in a u32 below a sentinel.
         debug_assert!(limits.path_depth < 255 && limits.path_nodes < u32::MAX);
         let layout = WordLayout::new(shape.bits).expect("fingerprint width validated by caller");
         Ok(Table {
             layout,
             mapper: KeyMapper::new(shape.buckets, layout.max_fingerprint()),
-            words: zeroed_words(shape.buckets)?,
+            words: BucketWords::zeroed(shape.buckets, huge_pages)?,
             stripes: StripeSet::new(shape.stripes),
             limits,
         })
@@ -79,7 +85,7 @@ impl Table {
     /// A table holding `words` (checked by the caller: lanes in range, `items` of them full).
     pub(crate) fn from_words(
         shape: TableShape,
-        words: Box<[AtomicU64]>,
+        words: BucketWords,
         items: usize,
         limits: Limits,
     ) -> Self {
@@ -195,15 +201,4 @@ impl Table {
         self.layout
             .count(self.word(bucket).load(Ordering::Relaxed), fp)
     }
-}
-
-/// `n` empty bucket words, or an error instead of an abort when memory is short.
-fn zeroed_words(n: usize) -> Result<Box<[AtomicU64]>, AllocationFailed> {
-    let failed = || AllocationFailed {
-        bytes: n.saturating_mul(8),
-    };
-    let mut words = Vec::new();
-    words.try_reserve_exact(n).map_err(|_| failed())?;
-    words.resize_with(n, || AtomicU64::new(0));
-    Ok(words.into_boxed_slice())
 }

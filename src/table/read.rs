@@ -30,8 +30,9 @@ impl Table {
         let layout = &self.layout;
         let first = self.word(a).load(Ordering::Acquire);
         let second = self.word(b).load(Ordering::Acquire);
-        layout.holds(first, fp)
-            || layout.holds(second, fp)
+        // `|`, not `||`: which bucket holds a present item is a coin toss; one branch on both
+        // is predictable (nearly always true for present items, false for absent ones).
+        (layout.holds(first, fp) | layout.holds(second, fp))
             || layout.holds(self.word(a).load(Ordering::Acquire), fp)
     }
 
