@@ -117,3 +117,31 @@ impl fmt::Display for BuildError {
 }
 
 impl std::error::Error for BuildError {}
+
+/// Why [`CuckooFilter::insert_many`](crate::CuckooFilter::insert_many) stopped: the item at
+/// `index` could not be inserted. The items before it are in the filter; it and the ones after
+/// it are not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InsertManyError {
+    /// Index of the first item that could not be inserted.
+    pub index: usize,
+    /// Why it could not be inserted.
+    pub error: InsertError,
+}
+
+impl fmt::Display for InsertManyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "item {} could not be inserted: {}",
+            self.index, self.error
+        )
+    }
+}
+
+impl std::error::Error for InsertManyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}

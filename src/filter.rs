@@ -4,11 +4,11 @@ use std::fmt;
 use std::hash::{BuildHasher, Hash};
 
 use crate::builder::Builder;
-use crate::error::InsertError;
+use crate::error::{InsertError, InsertManyError};
 use crate::hashing::DefaultHashBuilder;
 use crate::levels::Levels;
 use crate::params;
-use crate::table::Lookup;
+use crate::table::{Lookup, BATCH};
 
 /// Statistics of one level of a filter (see [`CuckooFilter::level_stats`]).
 #[derive(Clone, Debug, PartialEq)]
@@ -317,6 +317,64 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// ```
     pub fn contains<T: Hash + ?Sized>(&self, item: &T) -> bool {
         self.levels.lookup(self.hash_of(item)) != Lookup::Absent
+    }
+
+    /// Looks up many items at once: `results` is cleared and receives one answer per item, in
+    /// order, each exactly what [`contains`](CuckooFilter::contains) would say.
+    ///
+    /// Faster than one `contains` per item, most of all when the table is larger than the CPU
+    /// caches: the buckets of 64 items are fetched together, so their memory latencies overlap.
+    /// Reuse `results` across calls to avoid allocating.
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(1_000);
+    /// filter.insert(&1u32).unwrap();
+    /// filter.insert(&3u32).unwrap();
+    /// let mut found = Vec::new();
+    /// filter.contains_many(&[1u32, 2, 3], &mut found);
+    /// assert!(found[0] && found[2]);
+    /// ```
+    pub fn contains_many<T: Hash>(&self, items: &[T], results: &mut Vec<bool>) {
+        results.clear();
+        results.reserve(items.len());
+        let mut hashes = [0u64; BATCH];
+        let mut answers = [Lookup::Absent; BATCH];
+        for chunk in items.chunks(BATCH) {
+            let n = chunk.len();
+            for (hash, item) in hashes.iter_mut().zip(chunk) {
+                *hash = self.hash_of(item);
+            }
+            self.levels.lookup_batch(&hashes[..n], &mut answers[..n]);
+            results.extend(answers[..n].iter().map(|&a| a != Lookup::Absent));
+        }
+    }
+
+    /// Inserts every item, in order (each one copy, as [`insert`](CuckooFilter::insert)).
+    /// Faster than one `insert` per item for tables larger than the CPU caches: each batch's
+    /// buckets are fetched together before its items are placed.
+    ///
+    /// Stops at the first item that cannot be inserted and reports its index; the items before
+    /// it are in the filter.
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(1_000);
+    /// filter.insert_many(&["a", "b", "c"]).unwrap();
+    /// assert!(filter.contains("b"));
+    /// ```
+    pub fn insert_many<T: Hash>(&self, items: &[T]) -> Result<(), InsertManyError> {
+        let mut hashes = [0u64; BATCH];
+        for (c, chunk) in items.chunks(BATCH).enumerate() {
+            for (hash, item) in hashes.iter_mut().zip(chunk) {
+                *hash = self.hash_of(item);
+            }
+            self.levels
+                .insert_batch(&hashes[..chunk.len()])
+                .map_err(|(i, error)| InsertManyError {
+                    index: c * BATCH + i,
+                    error,
+                })?;
+        }
+        Ok(())
     }
 
     /// Removes one copy of `item`; returns whether a copy was found.

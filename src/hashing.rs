@@ -64,8 +64,9 @@ impl BuildHasher for DefaultHashBuilder {
     }
 }
 
-/// Where an item lives: its primary bucket and its fingerprint (never 0).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Where an item lives: its primary bucket and its fingerprint (never 0; the `Default` value is
+/// only a placeholder in batch arrays).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct ItemKey {
     pub(crate) primary: usize,
     pub(crate) fingerprint: u64,

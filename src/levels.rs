@@ -14,10 +14,11 @@
 use std::sync::OnceLock;
 
 use crate::error::InsertError;
+use crate::hashing::ItemKey;
 use crate::params;
 use crate::stripe::AllGuard;
 use crate::sync::{AtomicUsize, GrowLock, Ordering};
-use crate::table::{Limits, Lookup, Multiset, NoRoom, Placed, Table, TableShape, Unique};
+use crate::table::{Limits, Lookup, Multiset, NoRoom, Placed, Table, TableShape, Unique, BATCH};
 
 /// How each level's fingerprint width is chosen.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -223,6 +224,44 @@ impl Levels {
         } else {
             Lookup::Absent
         }
+    }
+
+    /// Looks up up to `BATCH` hashes at once; `out[i]` answers `hashes[i]`.
+    pub(crate) fn lookup_batch(&self, hashes: &[u64], out: &mut [Lookup]) {
+        debug_assert!(hashes.len() <= BATCH && out.len() == hashes.len());
+        let mut keys = [ItemKey::default(); BATCH];
+        let mut level_out = [Lookup::Absent; BATCH];
+        let n = hashes.len();
+        out.fill(Lookup::Absent);
+        for table in self.newest_first() {
+            for (key, &hash) in keys.iter_mut().zip(hashes) {
+                *key = table.key(hash);
+            }
+            table.lookup_batch(&keys[..n], &mut level_out[..n]);
+            for (answer, &level) in out.iter_mut().zip(&level_out[..n]) {
+                *answer = match (*answer, level) {
+                    (Lookup::Present, _) | (_, Lookup::Present) => Lookup::Present,
+                    (Lookup::Unproven, _) | (_, Lookup::Unproven) => Lookup::Unproven,
+                    _ => Lookup::Absent,
+                };
+            }
+        }
+    }
+
+    /// Inserts up to `BATCH` items by hash, in order, touching their buckets first; stops at the
+    /// first that fails and returns its index in `hashes`.
+    pub(crate) fn insert_batch(&self, hashes: &[u64]) -> Result<(), (usize, InsertError)> {
+        debug_assert!(hashes.len() <= BATCH);
+        let mut keys = [ItemKey::default(); BATCH];
+        let newest = self.level(self.count() - 1);
+        for (key, &hash) in keys.iter_mut().zip(hashes) {
+            *key = newest.key(hash);
+        }
+        newest.touch_batch(&keys[..hashes.len()]);
+        for (i, &hash) in hashes.iter().enumerate() {
+            self.insert(hash).map_err(|e| (i, e))?;
+        }
+        Ok(())
     }
 
     pub(crate) fn count_copies(&self, hash: u64) -> usize {

@@ -30,7 +30,7 @@ mod sync;
 mod table;
 
 pub use builder::{Builder, DEFAULT_CAPACITY, DEFAULT_MAX_LEVELS};
-pub use error::{BuildError, InsertError};
+pub use error::{BuildError, InsertError, InsertManyError};
 pub use filter::{CuckooFilter, LevelStats};
 pub use hashing::DefaultHashBuilder;
 pub use persist::PersistError;

@@ -3,6 +3,7 @@
 //! `read.rs` holds the wait-free lookups, `write.rs` inserts and removes, `path.rs` the search
 //! for a cuckoo path and the moves that execute it.
 
+mod batch;
 mod path;
 mod read;
 mod storage;
@@ -13,6 +14,7 @@ use crate::hashing::{ItemKey, KeyMapper};
 use crate::stripe::{AllGuard, StripeSet};
 use crate::sync::{AtomicU64, Ordering};
 
+pub(crate) use batch::BATCH;
 pub(crate) use read::Lookup;
 pub(crate) use storage::BucketWords;
 pub(crate) use write::{Multiset, NoRoom, Placed, Unique};
