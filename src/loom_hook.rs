@@ -117,10 +117,11 @@ pub fn copies_in(filter: &CuckooFilter<PassThrough>, bucket: usize, fp: u64) -> 
     filter.levels_ref().first().raw_count(bucket, fp)
 }
 
-/// The full outcome of `contains(item)` and the number of optimistic attempts it took.
+/// The full outcome of `contains(item)` and how many of its validations failed (0: answered
+/// by its first probe, or by its first validated read).
 pub fn lookup(filter: &CuckooFilter<PassThrough>, item: u64) -> (Outcome, u32) {
     let table = filter.levels_ref().first();
-    let (lookup, attempts) = table.lookup_counting_attempts(table.key(item));
+    let (lookup, attempts) = table.lookup_traced(table.key(item));
     let outcome = match lookup {
         Lookup::Present => Outcome::Present,
         Lookup::Absent => Outcome::Absent,

@@ -31,16 +31,14 @@ impl Table {
                 self.word(b).load(Ordering::Acquire),
             );
         }
-        // Phase 2: answers. A hit needs no validation; a miss re-reads `a` (the probe's third
-        // load, now cached) and validates the version, exactly as `lookup` does; an item that
-        // collided with a writer falls back to the one-at-a-time lookup.
+        // Phase 2: answers, exactly as `lookup` gives them: a hit needs no validation; a miss
+        // is absent if the version is unchanged; an item that collided with a writer falls
+        // back to the one-at-a-time lookup (which re-reads and retries).
         for (i, &key) in keys.iter().enumerate() {
             let (a, _) = buckets[i];
             let fp = key.fingerprint;
             let (first, second) = words[i];
-            out[i] = if (self.layout.holds(first, fp) | self.layout.holds(second, fp))
-                || self.layout.holds(self.word(a).load(Ordering::Acquire), fp)
-            {
+            out[i] = if self.layout.holds(first, fp) | self.layout.holds(second, fp) {
                 Lookup::Present
             } else if self.stripes.of(a).read_validate(begun[i]) {
                 Lookup::Absent

@@ -16,24 +16,36 @@ pub(crate) enum Lookup {
 }
 
 impl Table {
-    /// One lock-free look at both buckets.
-    ///
-    /// Loads are Acquire and the erase of every move is a Release store made after its copy, so
-    /// a move from `b` to `a` that completes between our loads of `a` and `b` is still caught:
-    /// having seen `b` after the erase, the second load of `a` sees the copy. Together with the
-    /// `a`-then-`b` order (which catches moves from `a` to `b`) this means a fingerprint that
-    /// makes one hop while we look is always found, without validation or retry. The load of
-    /// `b` may also return a *later* writer's Relaxed store instead of the erase; that writer's
-    /// release fence (see `lock_pair`) then gives the same guarantee.
+    /// Both bucket words: Acquire loads, `a` first.
     #[inline]
-    fn probe(&self, a: usize, b: usize, fp: u64) -> bool {
-        let layout = &self.layout;
-        let first = self.word(a).load(Ordering::Acquire);
-        let second = self.word(b).load(Ordering::Acquire);
+    fn load_pair(&self, a: usize, b: usize) -> (u64, u64) {
+        (
+            self.word(a).load(Ordering::Acquire),
+            self.word(b).load(Ordering::Acquire),
+        )
+    }
+
+    /// Whether either word holds `fp`.
+    #[inline]
+    fn holds_either(&self, (first, second): (u64, u64), fp: u64) -> bool {
         // `|`, not `||`: which bucket holds a present item is a coin toss; one branch on both
         // is predictable (nearly always true for present items, false for absent ones).
-        (layout.holds(first, fp) | layout.holds(second, fp))
-            || layout.holds(self.word(a).load(Ordering::Acquire), fp)
+        self.layout.holds(first, fp) | self.layout.holds(second, fp)
+    }
+
+    /// After a probe missed and its validation failed: `a` once more.
+    ///
+    /// The erase of every move is a Release store made after its copy, and the probe's loads
+    /// are Acquire. A move from `b` to `a` that completed between the probe's loads of `a` and
+    /// `b` is caught here: having seen `b` after the erase, this load of `a` sees the copy.
+    /// (The load of `b` may instead have returned a *later* writer's Relaxed store; that
+    /// writer's release fence, see `lock_pair`, gives the same guarantee.) Moves from `a` to
+    /// `b` are caught by the probe's own order. So a fingerprint that makes one hop during a
+    /// lookup is found on the first attempt; such a hop always changes the version, which is
+    /// why this re-read is needed only when validation failed.
+    #[inline]
+    fn reprobe(&self, a: usize, fp: u64) -> bool {
+        self.layout.holds(self.word(a).load(Ordering::Acquire), fp)
     }
 
     /// Looks up a key: a hit needs no validation; a miss is only reported as `Absent` once
@@ -45,22 +57,39 @@ impl Table {
     /// `b`, inserts into `b`) rewrite `b` under its lock and keep our lane as it was.
     #[inline]
     pub(crate) fn lookup(&self, key: ItemKey) -> Lookup {
-        self.lookup_counting_attempts(key).0
+        self.lookup_traced(key).0
     }
 
-    /// `lookup`, also returning how many attempts it took (loom models assert on it).
+    /// `lookup`, also returning how many of its validations failed (loom models assert on it;
+    /// in `lookup` the count is dead code and compiled away).
     #[inline]
-    pub(crate) fn lookup_counting_attempts(&self, key: ItemKey) -> (Lookup, u32) {
+    pub(crate) fn lookup_traced(&self, key: ItemKey) -> (Lookup, u32) {
         let (a, b) = self.buckets_of(key);
+        let fp = key.fingerprint;
+        // A hit needs no validation: look before touching the stripe at all. Under concurrent
+        // writes this matters most: the stripe's line is the one every writer of these buckets
+        // rewrites, and a reader that skips it skips those cache misses.
+        let mut seen = self.load_pair(a, b);
+        if self.holds_either(seen, fp) {
+            return (Lookup::Present, 0);
+        }
         let stripe = self.stripes.of(a);
         for attempt in 1..=self.limits.read_attempts {
+            let failed = attempt - 1;
+            // The seqlock read: version, then the words again (cached now), then the version.
             let begun = stripe.read_begin();
-            if self.probe(a, b, key.fingerprint) {
-                return (Lookup::Present, attempt);
+            let now = self.load_pair(a, b);
+            // Unchanged words cannot hold `fp` now either: skip the test.
+            if now != seen && self.holds_either(now, fp) {
+                return (Lookup::Present, failed);
             }
             if stripe.read_validate(begun) {
-                return (Lookup::Absent, attempt);
+                return (Lookup::Absent, failed);
             }
+            if self.reprobe(a, fp) {
+                return (Lookup::Present, failed + 1);
+            }
+            seen = now;
             if attempt < self.limits.read_attempts {
                 reader_pause();
             }

@@ -1,0 +1,568 @@
+//! atomic-cuckoo against the filters its users would otherwise pick, measured in one run so that
+//! ratios can be read off one report (`python3 benches/report.py` prints them from criterion's
+//! output).
+//!
+//! `cargo bench --bench filters` runs everything: sizes of 1M items (fits in cache) and 50M
+//! (DRAM), about 40 minutes on a 2-core machine and under 4 GiB of memory. Narrow it with
+//! `ATOMIC_CUCKOO_BENCH_SIZES=1m` (or `50m`) and criterion's name filter
+//! (`cargo bench --bench filters -- lookup`).
+//!
+//! Peers: `cuckoofilter` 0.5 alone and behind a `parking_lot::Mutex`, `atomic-cuckoo-filter`,
+//! `scalable_cuckoo_filter`, `fastbloom::AtomicBloomFilter` (no deletes), `xorf::BinaryFuse8`
+//! (static: lookups only, the ceiling). Same u64 keys from a seeded generator, generated before
+//! timing; a 1 % target false-positive rate where the peer lets us choose.
+
+use std::hint::black_box;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, SamplingMode, Throughput};
+use parking_lot::Mutex;
+
+use atomic_cuckoo::CuckooFilter;
+
+const TARGET_RATE: f64 = 0.01;
+/// Keys probed per lookup measurement (positive: the first inserted keys; negative: fresh keys).
+const MAX_PROBES: usize = 10_000_000;
+/// Keys removed (and re-inserted, untimed) per delete measurement.
+const MAX_REMOVES: usize = 10_000_000;
+
+fn splitmix(seed: u64, n: usize) -> Vec<u64> {
+    let mut state = seed;
+    (0..n)
+        .map(|_| {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        })
+        .collect()
+}
+
+/// A filter used by one thread (`&mut` where the crate needs it).
+trait Solo {
+    fn insert(&mut self, key: &u64) -> bool;
+    fn contains(&self, key: &u64) -> bool;
+    fn remove(&mut self, key: &u64) -> bool;
+}
+
+/// A filter shared by threads.
+trait Shared: Sync {
+    fn insert(&self, key: &u64) -> bool;
+    fn contains(&self, key: &u64) -> bool;
+    fn remove(&self, key: &u64) -> bool;
+}
+
+fn ours(items: usize) -> CuckooFilter {
+    CuckooFilter::builder()
+        .capacity(items)
+        .false_positive_rate(TARGET_RATE)
+        .build()
+        .unwrap()
+}
+
+impl Solo for CuckooFilter {
+    fn insert(&mut self, key: &u64) -> bool {
+        CuckooFilter::insert(self, key).is_ok()
+    }
+    fn contains(&self, key: &u64) -> bool {
+        CuckooFilter::contains(self, key)
+    }
+    fn remove(&mut self, key: &u64) -> bool {
+        CuckooFilter::remove(self, key)
+    }
+}
+
+impl Shared for CuckooFilter {
+    fn insert(&self, key: &u64) -> bool {
+        CuckooFilter::insert(self, key).is_ok()
+    }
+    fn contains(&self, key: &u64) -> bool {
+        CuckooFilter::contains(self, key)
+    }
+    fn remove(&self, key: &u64) -> bool {
+        CuckooFilter::remove(self, key)
+    }
+}
+
+type Classic = cuckoofilter::CuckooFilter<std::collections::hash_map::DefaultHasher>;
+
+fn classic(items: usize) -> Classic {
+    cuckoofilter::CuckooFilter::with_capacity(items)
+}
+
+impl Solo for Classic {
+    fn insert(&mut self, key: &u64) -> bool {
+        self.add(key).is_ok()
+    }
+    fn contains(&self, key: &u64) -> bool {
+        cuckoofilter::CuckooFilter::contains(self, key)
+    }
+    fn remove(&mut self, key: &u64) -> bool {
+        self.delete(key)
+    }
+}
+
+impl Shared for Mutex<Classic> {
+    fn insert(&self, key: &u64) -> bool {
+        self.lock().add(key).is_ok()
+    }
+    fn contains(&self, key: &u64) -> bool {
+        self.lock().contains(key)
+    }
+    fn remove(&self, key: &u64) -> bool {
+        self.lock().delete(key)
+    }
+}
+
+type Acf = atomic_cuckoo_filter::CuckooFilter;
+
+/// `atomic-cuckoo-filter` takes fingerprints of 4, 8, 16 or 32 bits in buckets of 4: 16 is the
+/// narrowest within the 1 % target (8 bits give about 3 %).
+fn acf(items: usize) -> Acf {
+    atomic_cuckoo_filter::CuckooFilter::builder()
+        .capacity(items)
+        .fingerprint_size(16)
+        .build()
+        .unwrap()
+}
+
+impl Solo for Acf {
+    fn insert(&mut self, key: &u64) -> bool {
+        Acf::insert(self, key).is_ok()
+    }
+    fn contains(&self, key: &u64) -> bool {
+        Acf::contains(self, key)
+    }
+    fn remove(&mut self, key: &u64) -> bool {
+        Acf::remove(self, key)
+    }
+}
+
+impl Shared for Acf {
+    fn insert(&self, key: &u64) -> bool {
+        Acf::insert(self, key).is_ok()
+    }
+    fn contains(&self, key: &u64) -> bool {
+        Acf::contains(self, key)
+    }
+    fn remove(&self, key: &u64) -> bool {
+        Acf::remove(self, key)
+    }
+}
+
+type Scalable = scalable_cuckoo_filter::ScalableCuckooFilter<u64>;
+
+fn scalable(items: usize) -> Scalable {
+    scalable_cuckoo_filter::ScalableCuckooFilter::new(items, TARGET_RATE)
+}
+
+impl Solo for Scalable {
+    fn insert(&mut self, key: &u64) -> bool {
+        Scalable::insert(self, key);
+        true
+    }
+    fn contains(&self, key: &u64) -> bool {
+        Scalable::contains(self, key)
+    }
+    fn remove(&mut self, key: &u64) -> bool {
+        Scalable::remove(self, key)
+    }
+}
+
+type Bloom = fastbloom::AtomicBloomFilter;
+
+fn bloom(items: usize) -> Bloom {
+    fastbloom::AtomicBloomFilter::with_false_pos(TARGET_RATE).expected_items(items)
+}
+
+impl Solo for Bloom {
+    fn insert(&mut self, key: &u64) -> bool {
+        Bloom::insert(self, key);
+        true
+    }
+    fn contains(&self, key: &u64) -> bool {
+        Bloom::contains(self, key)
+    }
+    fn remove(&mut self, _: &u64) -> bool {
+        unreachable!("a Bloom filter cannot delete")
+    }
+}
+
+impl Shared for Bloom {
+    fn insert(&self, key: &u64) -> bool {
+        Bloom::insert(self, key);
+        true
+    }
+    fn contains(&self, key: &u64) -> bool {
+        Bloom::contains(self, key)
+    }
+    fn remove(&self, _: &u64) -> bool {
+        unreachable!("a Bloom filter cannot delete")
+    }
+}
+
+/// One benchmark size: the keys every filter gets.
+struct Size {
+    label: &'static str,
+    /// Items each filter is built for.
+    items: usize,
+    /// Keys inserted: 95 % of our filter's capacity (the same keys for every filter).
+    insert: Vec<u64>,
+    /// Keys never inserted.
+    absent: Vec<u64>,
+}
+
+impl Size {
+    fn new(label: &'static str, items: usize) -> Self {
+        let fill = (ours(items).capacity() as f64 * 0.95) as usize;
+        Size {
+            label,
+            items,
+            insert: splitmix(1, fill),
+            absent: splitmix(2, fill.min(MAX_PROBES)),
+        }
+    }
+
+    fn present(&self) -> &[u64] {
+        &self.insert[..self.insert.len().min(MAX_PROBES)]
+    }
+
+    fn is_large(&self) -> bool {
+        self.items > 10_000_000
+    }
+}
+
+fn sizes() -> Vec<Size> {
+    let wanted = std::env::var("ATOMIC_CUCKOO_BENCH_SIZES").unwrap_or_else(|_| "1m,50m".into());
+    let mut sizes = Vec::new();
+    for w in wanted.split(',') {
+        match w.trim() {
+            "1m" => sizes.push(Size::new("1M", 1_000_000)),
+            "50m" => sizes.push(Size::new("50M", 50_000_000)),
+            other => panic!("unknown size {other:?} (use 1m, 50m)"),
+        }
+    }
+    sizes
+}
+
+fn configure(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    size: &Size,
+) {
+    group.sampling_mode(SamplingMode::Flat);
+    if size.is_large() {
+        group.sample_size(10);
+        group.warm_up_time(Duration::from_secs(1));
+        group.measurement_time(Duration::from_secs(10));
+    } else {
+        group.sample_size(20);
+        group.warm_up_time(Duration::from_secs(1));
+        group.measurement_time(Duration::from_secs(4));
+    }
+}
+
+fn fill<F: Solo>(filter: &mut F, keys: &[u64]) -> usize {
+    keys.iter().filter(|k| filter.insert(k)).count()
+}
+
+/// Insert to 95 % of capacity into a fresh filter, one sample per full fill.
+fn bench_insert<F: Solo>(c: &mut Criterion, size: &Size, name: &str, build: fn(usize) -> F) {
+    let mut group = c.benchmark_group(format!("insert/{}", size.label));
+    configure(&mut group, size);
+    group.throughput(Throughput::Elements(size.insert.len() as u64));
+    group.bench_function(name, |b| {
+        b.iter_batched_ref(
+            || build(size.items),
+            |f| black_box(fill(f, &size.insert)),
+            BatchSize::PerIteration,
+        )
+    });
+    group.finish();
+    let mut f = build(size.items);
+    let stored = fill(&mut f, &size.insert);
+    println!(
+        "{name} {}: {stored} of {} inserts succeeded",
+        size.label,
+        size.insert.len()
+    );
+}
+
+fn bench_lookups<F: Solo>(c: &mut Criterion, size: &Size, name: &str, filter: &F) {
+    for (op, keys) in [
+        ("lookup_positive", size.present()),
+        ("lookup_negative", &size.absent[..]),
+    ] {
+        let mut group = c.benchmark_group(format!("{op}/{}", size.label));
+        configure(&mut group, size);
+        group.throughput(Throughput::Elements(keys.len() as u64));
+        group.bench_function(name, |b| {
+            b.iter(|| keys.iter().filter(|k| filter.contains(k)).count())
+        });
+        group.finish();
+    }
+    let hits = size.absent.iter().filter(|k| filter.contains(k)).count();
+    println!(
+        "{name} {}: measured false-positive rate {:.4} %",
+        size.label,
+        hits as f64 * 100.0 / size.absent.len() as f64
+    );
+}
+
+/// Removes up to `MAX_REMOVES` keys per iteration (timed), then puts them back (untimed).
+fn bench_remove<F: Solo>(c: &mut Criterion, size: &Size, name: &str, filter: &mut F) {
+    let keys = &size.insert[..size.insert.len().min(MAX_REMOVES)];
+    let mut group = c.benchmark_group(format!("remove/{}", size.label));
+    configure(&mut group, size);
+    group.throughput(Throughput::Elements(keys.len() as u64));
+    group.bench_function(name, |b| {
+        b.iter_custom(|iters| {
+            let mut spent = Duration::ZERO;
+            for _ in 0..iters {
+                let start = Instant::now();
+                let removed = keys.iter().filter(|k| filter.remove(k)).count();
+                spent += start.elapsed();
+                black_box(removed);
+                fill(filter, keys);
+            }
+            spent
+        })
+    });
+    group.finish();
+}
+
+/// Lookups from `threads` threads, each over its own share of the keys.
+fn bench_threaded_lookups<F: Shared>(
+    c: &mut Criterion,
+    size: &Size,
+    name: &str,
+    filter: &F,
+    threads: usize,
+) {
+    let keys = size.present();
+    let mut group = c.benchmark_group(format!("lookup_{threads}_threads/{}", size.label));
+    configure(&mut group, size);
+    group.throughput(Throughput::Elements(keys.len() as u64));
+    group.bench_function(name, |b| {
+        b.iter_custom(|iters| {
+            let barrier = Barrier::new(threads + 1);
+            // The scope joins the threads before returning, so `elapsed` covers all their work.
+            let started = std::thread::scope(|s| {
+                for share in keys.chunks(keys.len().div_ceil(threads)) {
+                    let barrier = &barrier;
+                    s.spawn(move || {
+                        barrier.wait();
+                        for _ in 0..iters {
+                            black_box(share.iter().filter(|k| filter.contains(k)).count());
+                        }
+                    });
+                }
+                barrier.wait();
+                Instant::now()
+            });
+            started.elapsed()
+        })
+    });
+    group.finish();
+}
+
+/// 90 % lookups, 10 % writes (alternately inserting a fresh key and removing it again, so the
+/// load stays where it is), on a filter filled to 90 % of its capacity, from `threads` threads.
+fn bench_mixed<F: Shared>(c: &mut Criterion, size: &Size, name: &str, filter: &F, threads: usize) {
+    let ops = size.present().len().min(2_000_000);
+    let fresh: Vec<Vec<u64>> = (0..threads)
+        .map(|t| splitmix(100 + t as u64, ops / 10 + 1))
+        .collect();
+    let mut group = c.benchmark_group(format!("mixed_90_10_{threads}_threads/{}", size.label));
+    configure(&mut group, size);
+    group.throughput(Throughput::Elements(ops as u64));
+    group.bench_function(name, |b| {
+        b.iter_custom(|iters| {
+            let barrier = Barrier::new(threads + 1);
+            let per_thread = ops / threads;
+            let started = std::thread::scope(|s| {
+                for t in 0..threads {
+                    let (barrier, fresh) = (&barrier, &fresh[t]);
+                    let probes = &size.present()[t * per_thread..(t + 1) * per_thread];
+                    s.spawn(move || {
+                        barrier.wait();
+                        for _ in 0..iters {
+                            for (i, k) in probes.iter().enumerate() {
+                                if i % 10 == 9 {
+                                    let fresh_key = &fresh[i / 20];
+                                    if (i / 10) % 2 == 0 {
+                                        black_box(filter.insert(fresh_key));
+                                    } else {
+                                        black_box(filter.remove(fresh_key));
+                                    }
+                                } else {
+                                    black_box(filter.contains(k));
+                                }
+                            }
+                        }
+                    });
+                }
+                barrier.wait();
+                Instant::now()
+            });
+            started.elapsed()
+        })
+    });
+    group.finish();
+}
+
+/// Everything that needs a filled filter, for one peer.
+fn bench_filled_solo<F: Solo>(
+    c: &mut Criterion,
+    size: &Size,
+    name: &str,
+    build: fn(usize) -> F,
+    removes: bool,
+) {
+    let mut filter = build(size.items);
+    fill(&mut filter, &size.insert);
+    bench_lookups(c, size, name, &filter);
+    if removes {
+        bench_remove(c, size, name, &mut filter);
+    }
+}
+
+fn bench_shared<F: Shared>(c: &mut Criterion, size: &Size, name: &str, filter: &F, mixed: bool) {
+    bench_threaded_lookups(c, size, name, filter, 2);
+    if mixed {
+        // Down to 90 % of capacity first, then the 90/10 mix from one and from two threads.
+        let keep = size.insert.len() * 90 / 95;
+        for k in &size.insert[keep..] {
+            filter.remove(k);
+        }
+        bench_mixed(c, size, name, filter, 1);
+        bench_mixed(c, size, name, filter, 2);
+        for k in &size.insert[keep..] {
+            filter.insert(k);
+        }
+    }
+}
+
+/// `contains_many` and the machine's limit: two independent random 8-byte reads per operation
+/// over an array as large as our filter (what any two-bucket lookup must at least pay).
+fn bench_batch_and_baseline(c: &mut Criterion, size: &Size, filter: &CuckooFilter) {
+    let mut results = Vec::with_capacity(MAX_PROBES);
+    for (op, keys) in [
+        ("lookup_positive", size.present()),
+        ("lookup_negative", &size.absent[..]),
+    ] {
+        let mut group = c.benchmark_group(format!("{op}/{}", size.label));
+        configure(&mut group, size);
+        group.throughput(Throughput::Elements(keys.len() as u64));
+        group.bench_function("atomic-cuckoo contains_many", |b| {
+            b.iter(|| {
+                filter.contains_many(keys, &mut results);
+                results.iter().filter(|&&r| r).count()
+            })
+        });
+        group.finish();
+    }
+    let words: Vec<u64> = (0..(filter.memory_usage() / 8) as u64).collect();
+    let n = words.len() as u64;
+    let ops = size.present().len();
+    let mut group = c.benchmark_group(format!("lookup_positive/{}", size.label));
+    configure(&mut group, size);
+    group.throughput(Throughput::Elements(ops as u64));
+    group.bench_function("baseline: 2 random reads", |b| {
+        b.iter(|| {
+            let (mut x, mut acc) = (0x1234_5678_9ABC_DEF1u64, 0u64);
+            for _ in 0..ops {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let i = (((x >> 32) * n) >> 32) as usize;
+                let j = (((x & 0xFFFF_FFFF) * n) >> 32) as usize;
+                acc = acc.wrapping_add(words[i] ^ words[j]);
+            }
+            acc
+        })
+    });
+    group.finish();
+}
+
+fn all(c: &mut Criterion) {
+    for size in sizes() {
+        println!(
+            "== {} items: {} inserted keys",
+            size.label,
+            size.insert.len()
+        );
+        {
+            let mut filter = ours(size.items);
+            fill(&mut filter, &size.insert);
+            bench_lookups(c, &size, "atomic-cuckoo", &filter);
+            bench_batch_and_baseline(c, &size, &filter);
+            bench_shared(c, &size, "atomic-cuckoo", &filter, true);
+            bench_remove(c, &size, "atomic-cuckoo", &mut filter);
+        }
+        bench_insert(c, &size, "atomic-cuckoo", ours);
+
+        bench_filled_solo(c, &size, "cuckoofilter", classic, true);
+        bench_insert(c, &size, "cuckoofilter", classic);
+        {
+            let shared = Mutex::new(classic(size.items));
+            for k in &size.insert {
+                Shared::insert(&shared, k);
+            }
+            bench_shared(c, &size, "Mutex<cuckoofilter>", &shared, true);
+        }
+
+        {
+            let filter = acf(size.items);
+            for k in &size.insert {
+                Shared::insert(&filter, k);
+            }
+            bench_lookups(c, &size, "atomic-cuckoo-filter", &filter);
+            bench_shared(c, &size, "atomic-cuckoo-filter", &filter, true);
+        }
+        bench_insert(c, &size, "atomic-cuckoo-filter", acf);
+
+        bench_filled_solo(c, &size, "scalable_cuckoo_filter", scalable, true);
+        bench_insert(c, &size, "scalable_cuckoo_filter", scalable);
+
+        {
+            let mut filter = bloom(size.items);
+            fill(&mut filter, &size.insert);
+            bench_lookups(c, &size, "fastbloom AtomicBloomFilter", &filter);
+            bench_shared(c, &size, "fastbloom AtomicBloomFilter", &filter, false);
+        }
+        bench_insert(c, &size, "fastbloom AtomicBloomFilter", bloom);
+
+        {
+            let fuse = xorf::BinaryFuse8::try_from(&size.insert[..]).unwrap();
+            let mut group = c.benchmark_group(format!("lookup_positive/{}", size.label));
+            configure(&mut group, &size);
+            group.throughput(Throughput::Elements(size.present().len() as u64));
+            group.bench_function("xorf BinaryFuse8 (static)", |b| {
+                b.iter(|| {
+                    size.present()
+                        .iter()
+                        .filter(|k| xorf::Filter::contains(&fuse, *k))
+                        .count()
+                })
+            });
+            group.finish();
+            let mut group = c.benchmark_group(format!("lookup_negative/{}", size.label));
+            configure(&mut group, &size);
+            group.throughput(Throughput::Elements(size.absent.len() as u64));
+            group.bench_function("xorf BinaryFuse8 (static)", |b| {
+                b.iter(|| {
+                    size.absent
+                        .iter()
+                        .filter(|k| xorf::Filter::contains(&fuse, *k))
+                        .count()
+                })
+            });
+            group.finish();
+        }
+    }
+}
+
+criterion_group!(benches, all);
+criterion_main!(benches);
