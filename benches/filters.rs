@@ -332,6 +332,38 @@ fn bench_remove<F: Solo>(c: &mut Criterion, size: &Size, name: &str, filter: &mu
     group.finish();
 }
 
+/// Runs `work(t)` for `t` in `0..threads` on threads released together; returns the wall time
+/// from the first start to the last finish, as the workers measured it (a coordinating thread
+/// may not even be scheduled while they keep every core busy, so it cannot hold the clock).
+fn timed_threads(threads: usize, work: impl Fn(usize) + Sync) -> Duration {
+    let barrier = Barrier::new(threads);
+    let spans: Vec<(Instant, Instant)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (barrier, work) = (&barrier, &work);
+                s.spawn(move || {
+                    barrier.wait();
+                    let start = Instant::now();
+                    work(t);
+                    (start, Instant::now())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let first = spans
+        .iter()
+        .map(|s| s.0)
+        .min()
+        .expect("at least one thread");
+    let last = spans
+        .iter()
+        .map(|s| s.1)
+        .max()
+        .expect("at least one thread");
+    last - first
+}
+
 /// Lookups from `threads` threads, each over its own share of the keys.
 fn bench_threaded_lookups<F: Shared>(
     c: &mut Criterion,
@@ -344,24 +376,14 @@ fn bench_threaded_lookups<F: Shared>(
     let mut group = c.benchmark_group(format!("lookup_{threads}_threads/{}", size.label));
     configure(&mut group, size);
     group.throughput(Throughput::Elements(keys.len() as u64));
+    let shares: Vec<&[u64]> = keys.chunks(keys.len().div_ceil(threads)).collect();
     group.bench_function(name, |b| {
         b.iter_custom(|iters| {
-            let barrier = Barrier::new(threads + 1);
-            // The scope joins the threads before returning, so `elapsed` covers all their work.
-            let started = std::thread::scope(|s| {
-                for share in keys.chunks(keys.len().div_ceil(threads)) {
-                    let barrier = &barrier;
-                    s.spawn(move || {
-                        barrier.wait();
-                        for _ in 0..iters {
-                            black_box(share.iter().filter(|k| filter.contains(k)).count());
-                        }
-                    });
+            timed_threads(threads, |t| {
+                for _ in 0..iters {
+                    black_box(shares[t].iter().filter(|k| filter.contains(k)).count());
                 }
-                barrier.wait();
-                Instant::now()
-            });
-            started.elapsed()
+            })
         })
     });
     group.finish();
@@ -377,36 +399,27 @@ fn bench_mixed<F: Shared>(c: &mut Criterion, size: &Size, name: &str, filter: &F
     let mut group = c.benchmark_group(format!("mixed_90_10_{threads}_threads/{}", size.label));
     configure(&mut group, size);
     group.throughput(Throughput::Elements(ops as u64));
+    let per_thread = ops / threads;
     group.bench_function(name, |b| {
         b.iter_custom(|iters| {
-            let barrier = Barrier::new(threads + 1);
-            let per_thread = ops / threads;
-            let started = std::thread::scope(|s| {
-                for t in 0..threads {
-                    let (barrier, fresh) = (&barrier, &fresh[t]);
-                    let probes = &size.present()[t * per_thread..(t + 1) * per_thread];
-                    s.spawn(move || {
-                        barrier.wait();
-                        for _ in 0..iters {
-                            for (i, k) in probes.iter().enumerate() {
-                                if i % 10 == 9 {
-                                    let fresh_key = &fresh[i / 20];
-                                    if (i / 10) % 2 == 0 {
-                                        black_box(filter.insert(fresh_key));
-                                    } else {
-                                        black_box(filter.remove(fresh_key));
-                                    }
-                                } else {
-                                    black_box(filter.contains(k));
-                                }
+            timed_threads(threads, |t| {
+                let probes = &size.present()[t * per_thread..(t + 1) * per_thread];
+                let fresh = &fresh[t];
+                for _ in 0..iters {
+                    for (i, k) in probes.iter().enumerate() {
+                        if i % 10 == 9 {
+                            let fresh_key = &fresh[i / 20];
+                            if (i / 10) % 2 == 0 {
+                                black_box(filter.insert(fresh_key));
+                            } else {
+                                black_box(filter.remove(fresh_key));
                             }
+                        } else {
+                            black_box(filter.contains(k));
                         }
-                    });
+                    }
                 }
-                barrier.wait();
-                Instant::now()
-            });
-            started.elapsed()
+            })
         })
     });
     group.finish();
