@@ -62,6 +62,9 @@ impl Table {
 
     /// `lookup`, also returning how many of its validations failed (loom models assert on it;
     /// in `lookup` the count is dead code and compiled away).
+    ///
+    /// The common cases (a hit, or a miss confirmed by one seqlock read) are small enough to
+    /// inline; collisions with writers go to an out-of-line retry loop.
     #[inline]
     pub(crate) fn lookup_traced(&self, key: ItemKey) -> (Lookup, u32) {
         let (a, b) = self.buckets_of(key);
@@ -69,17 +72,38 @@ impl Table {
         // A hit needs no validation: look before touching the stripe at all. Under concurrent
         // writes this matters most: the stripe's line is the one every writer of these buckets
         // rewrites, and a reader that skips it skips those cache misses.
-        let mut seen = self.load_pair(a, b);
+        let seen = self.load_pair(a, b);
         if self.holds_either(seen, fp) {
             return (Lookup::Present, 0);
         }
+        // The seqlock read: version, then the words again (cached now), then the version.
         let stripe = self.stripes.of(a);
-        for attempt in 1..=self.limits.read_attempts {
+        let begun = stripe.read_begin();
+        let now = self.load_pair(a, b);
+        // Unchanged words cannot hold `fp` now either: skip the test.
+        if now != seen && self.holds_either(now, fp) {
+            return (Lookup::Present, 0);
+        }
+        if stripe.read_validate(begun) {
+            return (Lookup::Absent, 0);
+        }
+        self.lookup_contended(a, b, fp, now)
+    }
+
+    /// The rest of a lookup whose first validation failed: the re-read of `a`, then further
+    /// attempts, then "maybe present".
+    #[cold]
+    #[inline(never)]
+    fn lookup_contended(&self, a: usize, b: usize, fp: u64, mut seen: (u64, u64)) -> (Lookup, u32) {
+        if self.reprobe(a, fp) {
+            return (Lookup::Present, 1);
+        }
+        let stripe = self.stripes.of(a);
+        for attempt in 2..=self.limits.read_attempts {
+            reader_pause();
             let failed = attempt - 1;
-            // The seqlock read: version, then the words again (cached now), then the version.
             let begun = stripe.read_begin();
             let now = self.load_pair(a, b);
-            // Unchanged words cannot hold `fp` now either: skip the test.
             if now != seen && self.holds_either(now, fp) {
                 return (Lookup::Present, failed);
             }
@@ -90,9 +114,6 @@ impl Table {
                 return (Lookup::Present, failed + 1);
             }
             seen = now;
-            if attempt < self.limits.read_attempts {
-                reader_pause();
-            }
         }
         (Lookup::Unproven, self.limits.read_attempts)
     }
