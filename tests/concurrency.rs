@@ -247,34 +247,12 @@ fn concurrent_writers_on_disjoint_keys_lose_nothing() {
 #[test]
 fn racing_insert_unique_adds_each_key_once() {
     let seed = common::seed("racing insert_unique");
-    let threads = 3;
     // 32-bit fingerprints: a collision between two of these keys is a ~1e-5 event.
-    let filter = Arc::new(
-        CuckooFilter::builder()
-            .capacity(40_000)
-            .fingerprint_bits(32)
-            .build()
-            .unwrap(),
-    );
-    let keys = Arc::new(common::distinct_keys(seed, 30_000));
-    let barrier = Arc::new(Barrier::new(threads));
-    let handles: Vec<_> = (0..threads)
-        .map(|_| {
-            let (filter, keys, barrier) =
-                (Arc::clone(&filter), Arc::clone(&keys), Arc::clone(&barrier));
-            thread::spawn(move || {
-                barrier.wait();
-                keys.iter()
-                    .map(|k| usize::from(filter.insert_unique(k).unwrap()))
-                    .collect::<Vec<_>>()
-            })
-        })
-        .collect();
-    let results: Vec<Vec<usize>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-    for (i, k) in keys.iter().enumerate() {
-        let winners: usize = results.iter().map(|r| r[i]).sum();
-        assert_eq!(winners, 1, "key {k} added by {winners} threads");
-        assert_eq!(filter.count(k), 1);
-    }
-    assert_eq!(filter.len(), keys.len());
+    let filter = CuckooFilter::builder()
+        .capacity(40_000)
+        .fingerprint_bits(32)
+        .build()
+        .unwrap();
+    let keys = common::distinct_keys(seed, 30_000);
+    common::assert_racing_insert_unique_adds_each_key_once(&filter, &keys, 3);
 }

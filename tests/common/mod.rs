@@ -53,3 +53,34 @@ pub fn distinct_keys(seed: u64, n: usize) -> Vec<u64> {
     let mult = Rng::new(seed).next_u64() | 1;
     (0..n as u64).map(|i| i.wrapping_mul(mult) ^ seed).collect()
 }
+
+/// `threads` threads race `insert_unique` over the same keys, started together; then checks
+/// that each key was added by exactly one of them and is stored exactly once. (Use 32-bit
+/// fingerprints, so that two of the keys colliding is negligible.)
+pub fn assert_racing_insert_unique_adds_each_key_once(
+    filter: &atomic_cuckoo::CuckooFilter,
+    keys: &[u64],
+    threads: usize,
+) {
+    let barrier = std::sync::Barrier::new(threads);
+    let results: Vec<Vec<bool>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    barrier.wait();
+                    keys.iter()
+                        .map(|k| filter.insert_unique(k).unwrap())
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (i, k) in keys.iter().enumerate() {
+        let winners = results.iter().filter(|r| r[i]).count();
+        assert_eq!(winners, 1, "key {k} added by {winners} threads");
+        assert_eq!(filter.count(k), 1);
+    }
+    assert_eq!(filter.len(), keys.len());
+}
