@@ -1,0 +1,39 @@
+//! Snapshot speed: `to_bytes`, `from_bytes` and `read_from` on a filter of 50M items (80 MiB),
+//! to and from memory. `ATOMIC_CUCKOO_BENCH_ITEMS` sets another size.
+//! `cargo bench --bench persistence` (about two minutes).
+
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+
+use atomic_cuckoo::CuckooFilter;
+
+fn snapshots(c: &mut Criterion) {
+    let items: usize = std::env::var("ATOMIC_CUCKOO_BENCH_ITEMS")
+        .ok()
+        .and_then(|v| v.replace('_', "").parse().ok())
+        .unwrap_or(50_000_000);
+    let filter = CuckooFilter::with_capacity(items);
+    let keys: Vec<u64> = (0..items as u64)
+        .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        .collect();
+    filter.insert_many(&keys).unwrap();
+    drop(keys);
+    let bytes = filter.to_bytes();
+
+    let mut group = c.benchmark_group(format!("snapshot/{items}"));
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(10));
+    group.throughput(Throughput::Bytes(bytes.len() as u64));
+    group.bench_function("to_bytes", |b| b.iter(|| filter.to_bytes()));
+    group.bench_function("from_bytes", |b| {
+        b.iter(|| CuckooFilter::from_bytes(&bytes).unwrap())
+    });
+    group.bench_function("read_from", |b| {
+        b.iter(|| CuckooFilter::read_from(&bytes[..]).unwrap())
+    });
+    group.finish();
+}
+
+criterion_group!(benches, snapshots);
+criterion_main!(benches);
