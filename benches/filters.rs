@@ -54,24 +54,25 @@ trait Shared: Sync {
     fn remove(&self, key: &u64) -> bool;
 }
 
+/// A filter threads can share is used alone through the same calls.
+impl<T: Shared> Solo for T {
+    fn insert(&mut self, key: &u64) -> bool {
+        Shared::insert(self, key)
+    }
+    fn contains(&self, key: &u64) -> bool {
+        Shared::contains(self, key)
+    }
+    fn remove(&mut self, key: &u64) -> bool {
+        Shared::remove(self, key)
+    }
+}
+
 fn ours(items: usize) -> CuckooFilter {
     CuckooFilter::builder()
         .capacity(items)
         .false_positive_rate(TARGET_RATE)
         .build()
         .unwrap()
-}
-
-impl Solo for CuckooFilter {
-    fn insert(&mut self, key: &u64) -> bool {
-        CuckooFilter::insert(self, key).is_ok()
-    }
-    fn contains(&self, key: &u64) -> bool {
-        CuckooFilter::contains(self, key)
-    }
-    fn remove(&mut self, key: &u64) -> bool {
-        CuckooFilter::remove(self, key)
-    }
 }
 
 impl Shared for CuckooFilter {
@@ -128,18 +129,6 @@ fn acf(items: usize) -> Acf {
         .unwrap()
 }
 
-impl Solo for Acf {
-    fn insert(&mut self, key: &u64) -> bool {
-        Acf::insert(self, key).is_ok()
-    }
-    fn contains(&self, key: &u64) -> bool {
-        Acf::contains(self, key)
-    }
-    fn remove(&mut self, key: &u64) -> bool {
-        Acf::remove(self, key)
-    }
-}
-
 impl Shared for Acf {
     fn insert(&self, key: &u64) -> bool {
         Acf::insert(self, key).is_ok()
@@ -175,19 +164,6 @@ type Bloom = fastbloom::AtomicBloomFilter;
 
 fn bloom(items: usize) -> Bloom {
     fastbloom::AtomicBloomFilter::with_false_pos(TARGET_RATE).expected_items(items)
-}
-
-impl Solo for Bloom {
-    fn insert(&mut self, key: &u64) -> bool {
-        Bloom::insert(self, key);
-        true
-    }
-    fn contains(&self, key: &u64) -> bool {
-        Bloom::contains(self, key)
-    }
-    fn remove(&mut self, _: &u64) -> bool {
-        unreachable!("a Bloom filter cannot delete")
-    }
 }
 
 impl Shared for Bloom {

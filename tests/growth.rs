@@ -4,7 +4,7 @@
 mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::Barrier;
 use std::thread;
 
 use atomic_cuckoo::{BuildError, CuckooFilter, InsertError};
@@ -74,26 +74,19 @@ fn grows_from_a_thousand_to_a_million_items() {
 #[test]
 fn readers_never_miss_items_while_writers_grow_the_filter() {
     let seed = common::seed("concurrent growth");
-    let filter = Arc::new(
-        CuckooFilter::builder()
-            .capacity(500)
-            .expansion(2)
-            .build()
-            .unwrap(),
-    );
+    let filter = CuckooFilter::builder()
+        .capacity(500)
+        .expansion(2)
+        .build()
+        .unwrap();
     let per_writer = 150_000;
-    let keys = Arc::new(common::distinct_keys(seed, 2 * per_writer));
-    let progress: Arc<[AtomicUsize; 2]> = Arc::new(Default::default());
-    let barrier = Arc::new(Barrier::new(3));
-    let writers: Vec<_> = (0..2)
-        .map(|w| {
-            let (filter, keys, progress, barrier) = (
-                Arc::clone(&filter),
-                Arc::clone(&keys),
-                Arc::clone(&progress),
-                Arc::clone(&barrier),
-            );
-            thread::spawn(move || {
+    let keys = common::distinct_keys(seed, 2 * per_writer);
+    let progress: [AtomicUsize; 2] = Default::default();
+    let barrier = Barrier::new(3);
+    let (filter, keys, progress, barrier) = (&filter, &keys, &progress, &barrier);
+    let (checks, misses) = thread::scope(|s| {
+        for w in 0..2 {
+            s.spawn(move || {
                 barrier.wait();
                 for (i, k) in keys[w * per_writer..(w + 1) * per_writer]
                     .iter()
@@ -102,17 +95,9 @@ fn readers_never_miss_items_while_writers_grow_the_filter() {
                     filter.insert(k).unwrap();
                     progress[w].store(i + 1, Ordering::Release);
                 }
-            })
-        })
-        .collect();
-    let reader = {
-        let (filter, keys, progress, barrier) = (
-            Arc::clone(&filter),
-            Arc::clone(&keys),
-            Arc::clone(&progress),
-            Arc::clone(&barrier),
-        );
-        thread::spawn(move || {
+            });
+        }
+        let reader = s.spawn(move || {
             barrier.wait();
             let mut rng = common::Rng::new(seed);
             let (mut checks, mut misses) = (0usize, 0usize);
@@ -136,12 +121,9 @@ fn readers_never_miss_items_while_writers_grow_the_filter() {
                     return (checks, misses);
                 }
             }
-        })
-    };
-    for w in writers {
-        w.join().unwrap();
-    }
-    let (checks, misses) = reader.join().unwrap();
+        });
+        reader.join().unwrap()
+    });
     println!(
         "{checks} checks, {misses} misses, {} levels",
         filter.levels()
