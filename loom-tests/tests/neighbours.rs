@@ -12,6 +12,11 @@ use loom_tests::{
 /// Writer W2 removes o (buckets 5 and 2, so stripe 5 is its *second* lock) and rewrites bucket
 /// 5. A reader that reads W2's store must also see W's earlier move: only the release fence
 /// after *both* of W2's locks gives that.
+///
+/// Eight stripes, not the usual two to four: a pair always joins an even and an odd bucket, and
+/// the scenario needs three distinct stripes among the even buckets 0, 2 and 4 (x's other
+/// bucket, the kick's source, W2's first lock); with four stripes every writer would share a
+/// first lock and the fence's placement would not matter.
 struct Unrelated {
     filter: Filter,
     x: u64,
