@@ -1,8 +1,10 @@
-//! From an item's 64-bit hash to its two candidate buckets and its fingerprint.
+//! From an item's 64-bit hash to its two candidate buckets and its fingerprint, in every level.
 //!
 //! The upper 32 bits of the hash choose the primary bucket and the lower 32 bits choose the
 //! fingerprint, so the two are independent (drawing both from the same bits would make items that
 //! share a bucket share fingerprints too, and inflate the false-positive rate).
+//!
+//! # One level
 //!
 //! The alternate bucket is `alt(i, fp) = (H(fp) - i) mod n`. It works for any even bucket count
 //! `n`, not only powers of two, and is an involution: `alt(alt(i, fp), fp) = i`, so a fingerprint
@@ -10,6 +12,39 @@
 //! even, so `2i = H (mod n)` has no solution: an item's two buckets are never the same bucket
 //! (with any `H`, about one item in `n` would get a single bucket, which fills small tables
 //! early). Even buckets pair with odd ones, as in cuckoo hashing with two tables.
+//!
+//! # Nested levels
+//!
+//! A growing filter's levels must be *nested*: when two items have the same key (fingerprint and
+//! bucket pair) in a newer level, they have the same key in every older level. A remove takes
+//! the newest copy that matches; if that copy belonged to another item `y`, the removed item's
+//! own copy sits in an older level, where it matches `y` too, so `y` is still found (the two
+//! items have swapped copies). Without nesting, `y` would be lost.
+//!
+//! Level `j` has `n_j = n_0 · 2^d` buckets (`d = digit_bits`, growing with `j`). Its bucket
+//! `p` is read as `p = q · 2^d + r`: `q < n_0` is a bucket of level 0 and `r` the `d` low bits.
+//!
+//! - **Primary**: `p = ⌊h · n_j / 2^32⌋` for the upper hash bits `h`. Then
+//!   `⌊p / 2^e⌋ = ⌊h · n_j / 2^(32+e)⌋` for every `e ≤ d` (`⌊⌊x⌋ / m⌋ = ⌊x / m⌋` for an
+//!   integer `m`): an older level's primary bucket is the newer one with low bits dropped.
+//! - **Fingerprint**: the top `f_j` of the lower 32 hash bits, `0` replaced by `1`:
+//!   `fp_j = max(l >> (32 - f_j), 1)`. Widths never shrink (`f_i ≤ f_j` for `i < j`), so
+//!   `fp_i = max(fp_j >> (f_j - f_i), 1)`: an older fingerprint is a function of a newer one
+//!   (if `l >> (32 - f_j)` is 0 or 1, the truncation is 0 or, for equal widths, 1: either way 1).
+//! - **Alternate**: with `fp_0` the level-0 truncation of `fp_j`,
+//!   `alt_j(q · 2^d + r, fp_j) = alt_0(q, fp_0) · 2^d + (r XOR T_d(fp_0))`, where `alt_0` is the
+//!   one-level alternate of level 0 and `T_d(fp_0)` the top `d` bits of a 32-bit mix of `fp_0`.
+//!   It is an involution (both parts are), and never maps a bucket to itself (`alt_0` does
+//!   not). Dropping `e` low bits of the result gives `alt_0(q) · 2^(d-e) + ((r >> e) XOR
+//!   T_(d-e))`, because `T_(d-e)` is the top `d - e` bits of the same mix, i.e. `T_d >> e`:
+//!   that is the alternate, in the older level, of the older primary bucket.
+//!
+//! So if `x` and `y` share a fingerprint and a bucket pair in level `j`, either their primaries
+//! are equal (then so are all older primaries, and fingerprints) or `p_y = alt_j(p_x)`, and then
+//! `⌊p_y / 2^e⌋ = alt_i(⌊p_x / 2^e⌋)`: the same pair in level `i` too. The XOR part lets
+//! fingerprints move between all of a level's `2^d` blocks of `n_0` buckets, so a level behaves
+//! like one table of its full size (a chained constant such as `H_(j+1) = 2 H_j + 1` would also
+//! nest, but splits level `j` into independent tables of `2 n_0` buckets, which fill unevenly).
 
 use std::hash::BuildHasher;
 
@@ -72,49 +107,110 @@ pub(crate) struct ItemKey {
     pub(crate) fingerprint: u64,
 }
 
-/// Maps hashes to buckets and fingerprints for a table of `buckets` buckets and `bits`-wide
-/// fingerprints.
+/// The geometry that a level's keys are derived from: its own size and width, and those of the
+/// first level, which it nests inside (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Nesting {
+    /// Buckets of this level: `base_buckets · 2^digit_bits`.
+    pub(crate) buckets: usize,
+    /// Fingerprint width of this level.
+    pub(crate) bits: u32,
+    /// Buckets of level 0 (even).
+    pub(crate) base_buckets: usize,
+    /// Fingerprint width of level 0 (at most `bits`).
+    pub(crate) base_bits: u32,
+}
+
+impl Nesting {
+    /// A level that nests only in itself (level 0, or a filter that never grows).
+    #[cfg(any(test, loom_mutant = "unnested_levels"))]
+    pub(crate) fn flat(buckets: usize, bits: u32) -> Self {
+        Nesting {
+            buckets,
+            bits,
+            base_buckets: buckets,
+            base_bits: bits,
+        }
+    }
+
+    /// Whether the geometry can nest: even base, a power-of-two multiple of it, widths that do
+    /// not shrink, all within the supported ranges.
+    pub(crate) fn is_valid(&self) -> bool {
+        let (n, base) = (self.buckets as u64, self.base_buckets as u64);
+        (MIN_BUCKETS..=MAX_BUCKETS).contains(&n)
+            && base >= MIN_BUCKETS
+            && base.is_multiple_of(2)
+            && n.is_multiple_of(base)
+            && (n / base).is_power_of_two()
+            && self.base_bits <= self.bits
+            && (1..=32).contains(&self.base_bits)
+            && self.bits <= 32
+    }
+}
+
+/// Maps hashes to buckets and fingerprints for one level (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct KeyMapper {
     buckets: u64,
-    max_fingerprint: u64,
+    /// `32 - bits`: the fingerprint is the top `bits` of the low hash word.
+    fingerprint_shift: u32,
+    /// `bits - base_bits`: truncates this level's fingerprint to level 0's.
+    base_shift: u32,
+    /// `base_buckets / 2`: `alt_0`'s odd constant is drawn from `0..base_buckets`.
+    base_half: u64,
+    /// `d`: this level has `2^d` blocks of `base_buckets`.
+    digit_bits: u32,
 }
 
 impl KeyMapper {
-    /// `buckets` must be even and in `MIN_BUCKETS..=MAX_BUCKETS`; `max_fingerprint` is
-    /// `2^bits - 1`.
-    pub(crate) fn new(buckets: usize, max_fingerprint: u64) -> Self {
-        debug_assert!(buckets.is_multiple_of(2));
-        debug_assert!((MIN_BUCKETS..=MAX_BUCKETS).contains(&(buckets as u64)));
+    /// The mapper of a level; `nesting` must be valid (see [`Nesting::is_valid`]).
+    pub(crate) fn new(nesting: Nesting) -> Self {
+        debug_assert!(nesting.is_valid(), "{nesting:?}");
+        #[cfg(loom_mutant = "unnested_levels")]
+        let nesting = Nesting::flat(nesting.buckets, nesting.bits);
+        let ratio = (nesting.buckets / nesting.base_buckets) as u64;
         KeyMapper {
-            buckets: buckets as u64,
-            max_fingerprint,
+            buckets: nesting.buckets as u64,
+            fingerprint_shift: 32 - nesting.bits,
+            base_shift: nesting.bits - nesting.base_bits,
+            base_half: nesting.base_buckets as u64 / 2,
+            digit_bits: ratio.trailing_zeros(),
         }
     }
 
     /// The primary bucket and fingerprint of an item with this hash.
     #[inline]
     pub(crate) fn key(&self, hash: u64) -> ItemKey {
-        // Multiply-shift maps 32 uniform bits onto 0..n without a division.
+        // Multiply-shift maps 32 uniform bits onto 0..n without a division; dropping low bits of
+        // the result gives an older level's bucket (module docs).
         let primary = (((hash >> 32) * self.buckets) >> 32) as usize;
-        // Same trick onto 0..2^bits-1, then +1 so that 0 stays free to mean "empty lane".
-        let fingerprint = (((hash & 0xFFFF_FFFF) * self.max_fingerprint) >> 32) + 1;
+        // The top bits of the low word, so an older, narrower fingerprint is a truncation; 0 is
+        // "empty lane", so it becomes 1 (branch-free).
+        let top = (hash & 0xFFFF_FFFF) >> self.fingerprint_shift;
+        let fingerprint = top | u64::from(top == 0);
         ItemKey {
             primary,
             fingerprint,
         }
     }
 
-    /// The other bucket of a fingerprint stored in `bucket`: `(H(fp) - bucket) mod n`, with
-    /// `H(fp)` odd and in `1..n`; never `bucket` itself.
+    /// The other bucket of a fingerprint stored in `bucket`; never `bucket` itself.
     #[inline]
     pub(crate) fn alternate(&self, bucket: usize, fingerprint: u64) -> usize {
-        let n = self.buckets;
-        let h = 2 * (((fingerprint.wrapping_mul(FINGERPRINT_MIX) >> 32) * (n / 2)) >> 32) + 1;
-        let diff = h.wrapping_sub(bucket as u64);
-        // diff is in (-n, n); add n back when it went negative, without a branch.
-        let wrap = n & ((diff as i64 >> 63) as u64);
-        diff.wrapping_add(wrap) as usize
+        let base_fp = fingerprint >> self.base_shift;
+        let base_fp = base_fp | u64::from(base_fp == 0);
+        let mixed = base_fp.wrapping_mul(FINGERPRINT_MIX);
+        // alt_0: (H - q) mod n_0 with H odd in 1..n_0 (from the mix's upper half).
+        let n0 = 2 * self.base_half;
+        let h = 2 * (((mixed >> 32) * self.base_half) >> 32) + 1;
+        let block = (bucket as u64) >> self.digit_bits;
+        let diff = h.wrapping_sub(block);
+        // diff is in (-n_0, n_0); add n_0 back when it went negative, without a branch.
+        let alt_block = diff.wrapping_add(n0 & ((diff as i64 >> 63) as u64));
+        // The low digits: XOR with the top `d` bits of the mix's lower half (0 when d = 0).
+        let low_mask = (1u64 << self.digit_bits) - 1;
+        let flip = (mixed & 0xFFFF_FFFF) >> (32 - self.digit_bits);
+        ((alt_block << self.digit_bits) | ((bucket as u64 & low_mask) ^ flip)) as usize
     }
 
     /// A hash whose key is `(primary, fingerprint)`: the inverse of [`KeyMapper::key`], used by
@@ -122,9 +218,9 @@ impl KeyMapper {
     #[cfg(any(test, loom))]
     pub(crate) fn hash_for(&self, primary: usize, fingerprint: u64) -> u64 {
         debug_assert!((primary as u64) < self.buckets);
-        debug_assert!(fingerprint >= 1 && fingerprint <= self.max_fingerprint);
+        debug_assert!(fingerprint >= 1 && fingerprint >> (32 - self.fingerprint_shift) == 0);
         let high = ((primary as u64) << 32).div_ceil(self.buckets);
-        let low = ((fingerprint - 1) << 32).div_ceil(self.max_fingerprint);
+        let low = fingerprint << self.fingerprint_shift;
         let hash = (high << 32) | low;
         debug_assert_eq!(
             self.key(hash),
@@ -141,10 +237,24 @@ impl KeyMapper {
 mod tests {
     use super::*;
 
+    fn flat(n: usize, bits: u32) -> KeyMapper {
+        KeyMapper::new(Nesting::flat(n, bits))
+    }
+
+    /// Level `d` of a filter whose first level has `base` buckets of `base_bits` fingerprints.
+    fn nested(base: usize, base_bits: u32, d: u32, bits: u32) -> KeyMapper {
+        KeyMapper::new(Nesting {
+            buckets: base << d,
+            bits,
+            base_buckets: base,
+            base_bits,
+        })
+    }
+
     #[test]
     fn alternate_is_a_fixed_point_free_involution_for_any_even_count() {
         for n in [2usize, 4, 6, 10, 100, 1000, 12_346, 1 << 20, (1 << 20) + 2] {
-            let m = KeyMapper::new(n, 0xFFFF);
+            let m = flat(n, 16);
             for i in (0..n).step_by((n / 97).max(1)) {
                 for fp in [1u64, 2, 3, 255, 256, 0x7FFF, 0xFFFF] {
                     let a = m.alternate(i, fp);
@@ -156,11 +266,112 @@ mod tests {
         }
     }
 
-    /// Every fingerprint of a bucket must be able to reach many other buckets, not a few.
+    #[test]
+    fn nested_alternate_is_a_fixed_point_free_involution() {
+        for (base, d) in [
+            (2usize, 1u32),
+            (2, 5),
+            (6, 3),
+            (1000, 1),
+            (1000, 10),
+            (12_346, 4),
+        ] {
+            let m = nested(base, 12, d, 16);
+            let n = base << d;
+            for i in (0..n).step_by((n / 197).max(1)) {
+                for fp in [1u64, 2, 3, 255, 256, 0x7FFF, 0xFFFF] {
+                    let a = m.alternate(i, fp);
+                    assert!(a < n, "base={base} d={d} i={i} fp={fp}");
+                    assert_ne!(a, i, "base={base} d={d} i={i} fp={fp}");
+                    assert_eq!(m.alternate(a, fp), i, "base={base} d={d} i={i} fp={fp}");
+                }
+            }
+        }
+    }
+
+    /// The property that makes removes safe in grown filters: two hashes with the same key in
+    /// a newer level (same fingerprint, same bucket pair) have the same key in every older one.
+    #[test]
+    fn a_collision_in_a_newer_level_is_a_collision_in_every_older_level() {
+        let mut state = 0x5EED_u64;
+        let mut next = || {
+            // splitmix64: a fixed sequence of well-mixed hashes.
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        let levels = |base: usize, widths: &[u32]| -> Vec<KeyMapper> {
+            (0..widths.len() as u32)
+                .map(|d| nested(base, widths[0], d, widths[d as usize]))
+                .collect()
+        };
+        let pair = |m: &KeyMapper, h: u64| {
+            let k = m.key(h);
+            let (a, b) = (k.primary, m.alternate(k.primary, k.fingerprint));
+            (k.fingerprint, a.min(b), a.max(b))
+        };
+        for (base, widths) in [
+            (2usize, vec![4u32, 4, 8, 8, 12]),
+            (10, vec![8, 8, 8, 8]),
+            (210, vec![12, 12, 16, 16, 16, 16]),
+            (1000, vec![8, 12, 16, 21, 32]),
+        ] {
+            let mappers = levels(base, &widths);
+            let newest = mappers.last().unwrap();
+            let mut collisions = 0;
+            for _ in 0..200_000 {
+                let x = next();
+                // A hash that collides with x in the newest level: x's own key, or x's
+                // fingerprint in x's other bucket, with other low bits below the fingerprint.
+                let k = newest.key(x);
+                let bucket = if next() & 1 == 0 {
+                    k.primary
+                } else {
+                    newest.alternate(k.primary, k.fingerprint)
+                };
+                let noise = next() & ((1 << (32 - widths.last().unwrap())) - 1);
+                let y = newest.hash_for(bucket, k.fingerprint) | noise;
+                assert_eq!(pair(newest, x), pair(newest, y));
+                for (level, m) in mappers.iter().enumerate() {
+                    assert_eq!(
+                        pair(m, x),
+                        pair(m, y),
+                        "base={base} widths={widths:?} level={level} x={x:#x} y={y:#x}"
+                    );
+                }
+                collisions += 1;
+            }
+            assert_eq!(collisions, 200_000);
+        }
+    }
+
+    /// Unnested levels (each level a table of its own) break the property above; this is what
+    /// the test would see, so it can fail.
+    #[test]
+    fn unnested_levels_would_not_collide_alike() {
+        let (old, new) = (flat(1000, 12), flat(2000, 12));
+        let differ = (0..10_000u64)
+            .filter(|&i| {
+                let x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                let k = new.key(x);
+                let y = new.hash_for(new.alternate(k.primary, k.fingerprint), k.fingerprint);
+                let (kx, ky) = (old.key(x), old.key(y));
+                let pair_x = [kx.primary, old.alternate(kx.primary, kx.fingerprint)];
+                !pair_x.contains(&ky.primary)
+            })
+            .count();
+        // About half the pairs differ (the two alternates agree to within a bucket).
+        assert!(differ > 3_000, "{differ}");
+    }
+
+    /// Every fingerprint of a bucket must be able to reach many other buckets, not a few, and
+    /// in a grown level, buckets of every block.
     #[test]
     fn alternates_spread_over_the_table() {
         let n = 10_000;
-        let m = KeyMapper::new(n, 0xFFFF);
+        let m = flat(n, 16);
         let reached: std::collections::HashSet<usize> =
             (1..=2000u64).map(|fp| m.alternate(17, fp)).collect();
         // 2000 draws from the 5000 buckets of opposite parity: ~1670 distinct expected.
@@ -173,17 +384,28 @@ mod tests {
             reached.iter().all(|&b| b % 2 == 0),
             "17 is odd: partners are even"
         );
+        // A tiny first level (4 buckets) grown 2^10 times: partners must cover the blocks.
+        let grown = nested(4, 12, 10, 12);
+        let blocks: std::collections::HashSet<usize> = (1..=4095u64)
+            .map(|fp| grown.alternate(17, fp) & 1023)
+            .collect();
+        assert!(blocks.len() > 900, "{} of 1024 blocks", blocks.len());
     }
 
     #[test]
     fn alternate_works_at_the_largest_bucket_count() {
         let n = MAX_BUCKETS as usize;
-        let m = KeyMapper::new(n, u32::MAX as u64);
-        for i in [0usize, 1, n / 2, n - 2, n - 1] {
-            for fp in [1u64, 77, u32::MAX as u64] {
-                let a = m.alternate(i, fp);
-                assert!(a < n);
-                assert_eq!(m.alternate(a, fp), i);
+        for m in [
+            flat(n, 32),
+            nested(2, 32, 31, 32),
+            nested(1 << 20, 8, 12, 32),
+        ] {
+            for i in [0usize, 1, n / 2, n - 2, n - 1] {
+                for fp in [1u64, 77, u32::MAX as u64] {
+                    let a = m.alternate(i, fp);
+                    assert!(a < n);
+                    assert_eq!(m.alternate(a, fp), i);
+                }
             }
         }
     }
@@ -192,7 +414,7 @@ mod tests {
     fn key_stays_in_range_and_fingerprint_is_never_zero() {
         for bits in [4u32, 8, 12, 16, 32] {
             let max = (1u64 << bits) - 1;
-            let m = KeyMapper::new(1000, max);
+            let m = flat(1000, bits);
             for hash in [
                 0u64,
                 1,
@@ -215,7 +437,7 @@ mod tests {
     fn hash_for_inverts_key() {
         for (n, bits) in [(2usize, 4u32), (4, 8), (8, 32), (1000, 12), (1 << 24, 16)] {
             let max = (1u64 << bits) - 1;
-            let m = KeyMapper::new(n, max);
+            let m = flat(n, bits);
             for primary in [0, n / 2, n - 1] {
                 for fp in [1, max / 3 + 1, max] {
                     let k = m.key(m.hash_for(primary, fp));
@@ -225,12 +447,39 @@ mod tests {
         }
     }
 
+    #[test]
+    fn invalid_nestings_are_refused() {
+        let ok = Nesting {
+            buckets: 4000,
+            bits: 16,
+            base_buckets: 1000,
+            base_bits: 12,
+        };
+        assert!(ok.is_valid());
+        for bad in [
+            Nesting {
+                buckets: 3000,
+                ..ok
+            },
+            Nesting {
+                base_buckets: 999,
+                buckets: 999 * 4,
+                ..ok
+            },
+            Nesting { bits: 8, ..ok },
+            Nesting { buckets: 500, ..ok },
+            Nesting { bits: 33, ..ok },
+        ] {
+            assert!(!bad.is_valid(), "{bad:?}");
+        }
+    }
+
     /// The fingerprint must not depend on the bucket: among items of one bucket, fingerprints
     /// must still be spread over their whole range.
     #[test]
     fn bucket_and_fingerprint_come_from_independent_bits() {
         let hasher = DefaultHashBuilder::default();
-        let m = KeyMapper::new(64, 255);
+        let m = flat(64, 8);
         let mut per_bucket_fp = vec![[0u32; 256]; 64];
         for i in 0..200_000u64 {
             let k = m.key(hasher.hash_one(i));

@@ -90,17 +90,56 @@ impl GrowthPlan {
         (0..level).try_fold(self.base_capacity, |c, _| c.checked_mul(factor))
     }
 
+    /// Buckets of level 0. Every later level has this times a power of two, so a growing
+    /// filter sizes it for the width of the later levels too (a wider fingerprint means fewer
+    /// per bucket): otherwise every later level would fall short of its planned capacity by
+    /// that ratio. This costs level 0 a few buckets when the widths differ.
+    fn base_buckets(&self, base_bits: u32) -> Result<usize, LevelError> {
+        let too_large = LevelError::TooLarge {
+            items: self.base_capacity,
+        };
+        let own = params::buckets_for(self.base_capacity, base_bits).ok_or(too_large)?;
+        if !self.grows() {
+            return Ok(own);
+        }
+        let later = params::buckets_at_sizing_load(self.base_capacity, self.level_bits(1)?)
+            .ok_or(too_large)?;
+        Ok(own.max(later))
+    }
+
     /// The table shape of level `level`.
+    ///
+    /// Levels nest (see `hashing`): level `i` has level 0's buckets times a power of two, the
+    /// one nearest to what `factor^i ×` the first level's capacity needs at level `i`'s width
+    /// (so with a power-of-two factor and one width, exactly `factor^i ×` level 0's buckets),
+    /// and widths never shrink from one level to the next.
     pub(crate) fn level_shape(&self, level: u32) -> Result<TableShape, LevelError> {
+        let base_bits = self.level_bits(0)?;
+        let base_buckets = self.base_buckets(base_bits)?;
+        if level == 0 {
+            let stripes = params::stripes_for(base_buckets);
+            return Ok(TableShape::flat(base_buckets, base_bits, stripes));
+        }
         let bits = self.level_bits(level)?;
+        debug_assert!(bits >= self.level_bits(level - 1)?, "widths never shrink");
         let items = self
             .level_capacity(level)
             .ok_or(LevelError::TooLarge { items: usize::MAX })?;
-        let buckets = params::buckets_for(items, bits).ok_or(LevelError::TooLarge { items })?;
+        let wanted = params::buckets_for(items, bits).ok_or(LevelError::TooLarge { items })?;
+        let doublings = (wanted as f64 / base_buckets as f64)
+            .log2()
+            .round()
+            .max(0.0) as u32;
+        let buckets = base_buckets
+            .checked_shl(doublings)
+            .filter(|&b| b as u64 <= crate::hashing::MAX_BUCKETS && doublings < 32)
+            .ok_or(LevelError::TooLarge { items })?;
         Ok(TableShape {
             buckets,
             bits,
             stripes: params::stripes_for(buckets),
+            base_buckets,
+            base_bits,
         })
     }
 }
@@ -319,11 +358,23 @@ impl Levels {
         }
     }
 
-    /// Whether a level in `range` (clipped to the published ones) may hold the item.
+    /// Whether a level in `range` (clipped to the published ones) holds the item's
+    /// fingerprint. Proven either way: a lookup that stays unproven (it kept colliding with
+    /// writers) is settled under the item's stripes in that level, so `insert_unique` never
+    /// answers "already there" for an item that is nowhere. The caller holds stripes of lower
+    /// levels only, so the (level, stripe) lock order is kept.
     fn maybe_in(&self, range: impl std::ops::RangeBounds<usize>, hash: u64) -> bool {
         (0..self.count()).filter(|i| range.contains(i)).any(|i| {
             let t = self.level(i);
-            t.lookup(t.key(hash)) != Lookup::Absent
+            let key = t.key(hash);
+            match t.lookup(key) {
+                Lookup::Present => true,
+                Lookup::Absent => false,
+                #[cfg(loom_mutant = "unique_trusts_unproven")]
+                Lookup::Unproven => true,
+                #[cfg(not(loom_mutant = "unique_trusts_unproven"))]
+                Lookup::Unproven => t.lock_item(key).holds(),
+            }
         })
     }
 

@@ -52,11 +52,7 @@ pub enum Outcome {
 /// A filter with exactly `buckets` buckets, `stripes` stripes and `bits`-wide fingerprints,
 /// items hashed by [`PassThrough`].
 pub fn tiny_filter(buckets: usize, stripes: usize, bits: u32) -> CuckooFilter<PassThrough> {
-    let shape = TableShape {
-        buckets,
-        bits,
-        stripes,
-    };
+    let shape = TableShape::flat(buckets, bits, stripes);
     let limits = Limits {
         path_nodes: 16,
         path_depth: 4,
@@ -80,11 +76,7 @@ pub fn tiny_growing_filter(stripes: usize) -> CuckooFilter<PassThrough> {
         path_depth: 4,
         ..Limits::DEFAULT
     };
-    let shape = TableShape {
-        buckets: 4,
-        bits: 32,
-        stripes,
-    };
+    let shape = TableShape::flat(4, 32, stripes);
     let plan = GrowthPlan {
         factor: 1,
         max_levels: 2,

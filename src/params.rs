@@ -61,6 +61,15 @@ pub(crate) fn buckets_for(items: usize, bits: u32) -> Option<usize> {
     (even <= MAX_BUCKETS as f64).then_some(even as usize)
 }
 
+/// Buckets that hold `items` items of `bits`-wide fingerprints at exactly the sizing load (an
+/// even number), without the spare buckets of [`buckets_for`]; `None` past `MAX_BUCKETS`.
+pub(crate) fn buckets_at_sizing_load(items: usize, bits: u32) -> Option<usize> {
+    let per_bucket = f64::from(64 / bits) * sizing_load(bits);
+    let buckets = (items as f64 / per_bucket).ceil().max(MIN_BUCKETS as f64);
+    let even = buckets + buckets % 2.0;
+    (even <= MAX_BUCKETS as f64).then_some(even as usize)
+}
+
 /// Fewest lock stripes (unless the table has fewer buckets).
 const MIN_STRIPES: usize = 16;
 /// Most lock stripes: 64 KiB of stripes, small enough to stay in cache for readers.

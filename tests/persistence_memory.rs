@@ -88,10 +88,20 @@ fn restoring_allocates_only_what_the_data_justifies() {
     );
     drop((restored, restored_stream));
 
-    // 2. The same header, but the first level claims 2^32 buckets (32 GiB).
+    // 2. A header whose plan and first level claim a table of 10^9 items (1.7 GB) behind a few
+    // bytes of data. Level shapes follow from the plan, so take the bucket count from a filter
+    // built for that capacity (its memory is reserved, never touched) and patch a small
+    // snapshot's capacity (bytes 40..48) and first level's buckets (72..80).
+    const HUGE_ITEMS: usize = 1_000_000_000;
+    let huge_buckets = {
+        let big = CuckooFilter::with_capacity(HUGE_ITEMS);
+        let slots_per_bucket = 64 / big.fingerprint_bits() as usize;
+        big.capacity() / slots_per_bucket
+    };
     let small = CuckooFilter::with_capacity(10);
     let mut huge = small.to_bytes();
-    huge[72..80].copy_from_slice(&(1u64 << 32).to_le_bytes());
+    huge[40..48].copy_from_slice(&(HUGE_ITEMS as u64).to_le_bytes());
+    huge[72..80].copy_from_slice(&(huge_buckets as u64).to_le_bytes());
     let (result, peak) = peak_during(|| CuckooFilter::from_bytes(&huge));
     assert!(matches!(result, Err(PersistError::Truncated)));
     assert!(

@@ -12,8 +12,10 @@ use super::PersistError;
 
 /// First 8 bytes of every snapshot.
 pub(crate) const MAGIC: [u8; 8] = *b"ATCUCKOO";
-/// Format version written by this build, the only one it reads.
-pub(crate) const VERSION: u16 = 1;
+/// Format version written by this build, the only one it reads. Version 2: levels nest, and
+/// fingerprints are the top bits of the hash's low word (version 1 derived keys differently, so
+/// its tables cannot be read with version 2's mapping).
+pub(crate) const VERSION: u16 = 2;
 /// Words in the file header.
 pub(crate) const HEADER_WORDS: usize = 8;
 /// Words in a level header.

@@ -17,7 +17,6 @@ use std::io::{self, Read, Write};
 use crate::filter::CuckooFilter;
 use crate::hashing::DefaultHashBuilder;
 use crate::levels::Levels;
-use crate::params;
 use crate::sync::{AtomicU64, Ordering};
 use crate::table::{BucketWords, Limits, Table, TableShape};
 use checksum::Checksum;
@@ -232,9 +231,22 @@ impl<S: BuildHasher> CuckooFilter<S> {
         }
         let mut tables = Vec::with_capacity(header.levels as usize);
         let mut total = 0u64;
-        for _ in 0..header.levels {
+        for i in 0..header.levels {
             let level = LevelHeader::decode(&input.array::<LEVEL_HEADER_WORDS>()?)?;
-            tables.push(input.table(level)?);
+            // Levels nest (see `hashing`): each one's shape follows from the plan, and only
+            // that shape interprets its fingerprints correctly.
+            let shape = header
+                .plan
+                .level_shape(i)
+                .map_err(|_| PersistError::InvalidParameter {
+                    field: "level shape (not the plan's)",
+                })?;
+            if (shape.buckets, shape.bits) != (level.buckets, level.bits) {
+                return Err(PersistError::InvalidParameter {
+                    field: "level shape (not the plan's)",
+                });
+            }
+            tables.push(input.table(level, shape)?);
             total += level.items;
         }
         if total != header.items {
@@ -426,12 +438,8 @@ impl<R: Read> WordReader<R> {
     }
 
     /// Reads one level's bucket words into a table, checking each word and the item count.
-    fn table(&mut self, level: LevelHeader) -> Result<Table, PersistError> {
-        let shape = TableShape {
-            buckets: level.buckets,
-            bits: level.bits,
-            stripes: params::stripes_for(level.buckets),
-        };
+    fn table(&mut self, level: LevelHeader, shape: TableShape) -> Result<Table, PersistError> {
+        debug_assert_eq!((shape.buckets, shape.bits), (level.buckets, level.bits));
         let layout = crate::bucket_word::WordLayout::new(level.bits).ok_or(
             PersistError::InvalidParameter {
                 field: "level fingerprint width",

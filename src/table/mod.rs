@@ -10,7 +10,7 @@ mod storage;
 mod write;
 
 use crate::bucket_word::WordLayout;
-use crate::hashing::{ItemKey, KeyMapper};
+use crate::hashing::{ItemKey, KeyMapper, Nesting};
 use crate::stripe::{AllGuard, StripeSet};
 use crate::sync::{AtomicU64, Ordering};
 
@@ -48,6 +48,33 @@ pub(crate) struct TableShape {
     pub(crate) buckets: usize,
     pub(crate) bits: u32,
     pub(crate) stripes: usize,
+    /// Buckets of the first level of its filter, which this table nests in (see `hashing`).
+    pub(crate) base_buckets: usize,
+    /// Fingerprint width of the first level of its filter.
+    pub(crate) base_bits: u32,
+}
+
+impl TableShape {
+    /// A table that nests only in itself: a filter's first level.
+    pub(crate) fn flat(buckets: usize, bits: u32, stripes: usize) -> Self {
+        TableShape {
+            buckets,
+            bits,
+            stripes,
+            base_buckets: buckets,
+            base_bits: bits,
+        }
+    }
+
+    /// How keys are derived in this table.
+    pub(crate) fn nesting(&self) -> Nesting {
+        Nesting {
+            buckets: self.buckets,
+            bits: self.bits,
+            base_buckets: self.base_buckets,
+            base_bits: self.base_bits,
+        }
+    }
 }
 
 /// The bucket words could not be allocated.
@@ -57,6 +84,7 @@ pub(crate) struct AllocationFailed {
 }
 
 pub(crate) struct Table {
+    shape: TableShape,
     layout: WordLayout,
     mapper: KeyMapper,
     words: BucketWords,
@@ -65,8 +93,8 @@ pub(crate) struct Table {
 }
 
 impl Table {
-    /// A table of zeroed (empty) buckets. `shape` must already be valid: `bits` in range,
-    /// `buckets` in `1..=MAX_BUCKETS`, `stripes` a power of two.
+    /// A table of zeroed (empty) buckets. `shape` must already be valid: `bits` in range, a
+    /// valid nesting (see `Nesting::is_valid`), `stripes` a power of two.
     pub(crate) fn new(
         shape: TableShape,
         limits: Limits,
@@ -76,8 +104,9 @@ impl Table {
         debug_assert!(limits.path_depth < 255 && limits.path_nodes < u32::MAX);
         let layout = WordLayout::new(shape.bits).expect("fingerprint width validated by caller");
         Ok(Table {
+            shape,
             layout,
-            mapper: KeyMapper::new(shape.buckets, layout.max_fingerprint()),
+            mapper: KeyMapper::new(shape.nesting()),
             words: BucketWords::zeroed(shape.buckets, huge_pages)?,
             stripes: StripeSet::new(shape.stripes),
             limits,
@@ -96,8 +125,9 @@ impl Table {
         let mut stripes = StripeSet::new(shape.stripes);
         stripes.set_items(items);
         Table {
+            shape,
             layout,
-            mapper: KeyMapper::new(shape.buckets, layout.max_fingerprint()),
+            mapper: KeyMapper::new(shape.nesting()),
             words,
             stripes,
             limits,
@@ -119,11 +149,7 @@ impl Table {
     }
 
     pub(crate) fn shape(&self) -> TableShape {
-        TableShape {
-            buckets: self.words.len(),
-            bits: self.layout.bits(),
-            stripes: self.stripes.count(),
-        }
+        self.shape
     }
 
     pub(crate) fn layout(&self) -> &WordLayout {
