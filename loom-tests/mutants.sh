@@ -6,9 +6,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-# The three the design names, and two that only the neighbour models (writers on pairs that
-# share a bucket) can catch.
-mutants=(no_version_check no_release_fence erase_before_copy fence_between_locks move_locks_one_stripe)
+# The three the design names, two that only the neighbour models (writers on pairs that share a
+# bucket) can catch, and two for grown filters (model 8: levels that do not nest; insert_unique
+# taking an unproven lookup for "present").
+mutants=(no_version_check no_release_fence erase_before_copy fence_between_locks move_locks_one_stripe
+    unnested_levels unique_trusts_unproven)
 preemptions="${LOOM_MAX_PREEMPTIONS:-2}"
 survivors=()
 

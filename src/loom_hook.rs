@@ -126,3 +126,83 @@ pub fn lookup(filter: &CuckooFilter<PassThrough>, item: u64) -> (Outcome, u32) {
 pub fn fingerprint(filter: &CuckooFilter<PassThrough>, item: u64) -> u64 {
     filter.levels_ref().first().key(item).fingerprint
 }
+
+/// A filter of `levels.len()` published levels with 32-bit fingerprints; level `i` has
+/// `levels[i]` buckets (each a power-of-two multiple of the first, so that they nest), all
+/// guarded by `stripes` stripes, and lookups that give up after `read_attempts` validations.
+pub fn tiny_levels_filter(
+    levels: &[usize],
+    stripes: usize,
+    read_attempts: u32,
+) -> CuckooFilter<PassThrough> {
+    let limits = Limits {
+        path_nodes: 16,
+        path_depth: 4,
+        read_attempts,
+        ..Limits::DEFAULT
+    };
+    let tables = levels
+        .iter()
+        .map(|&buckets| {
+            let shape = TableShape {
+                buckets,
+                bits: 32,
+                stripes,
+                base_buckets: levels[0],
+                base_bits: 32,
+            };
+            Table::new(shape, limits, false).expect("tiny table")
+        })
+        .collect();
+    let plan = GrowthPlan {
+        factor: 2,
+        max_levels: levels.len() as u32,
+        base_capacity: 2,
+        width: WidthRule::Fixed(32),
+    };
+    CuckooFilter::from_parts(Levels::restore(plan, tables, limits), PassThrough)
+}
+
+/// The item (hash) whose primary bucket in level `level` is `primary` and whose fingerprint
+/// is `fp`.
+pub fn item_in(filter: &CuckooFilter<PassThrough>, level: usize, primary: usize, fp: u64) -> u64 {
+    filter
+        .levels_ref()
+        .level(level)
+        .mapper()
+        .hash_for(primary, fp)
+}
+
+/// The primary bucket of `item` in level `level`.
+pub fn primary_in(filter: &CuckooFilter<PassThrough>, level: usize, item: u64) -> usize {
+    let table = filter.levels_ref().level(level);
+    table.key(item).primary
+}
+
+/// The alternate bucket, in level `level`, of fingerprint `fp` stored in `bucket`.
+pub fn alternate_in(
+    filter: &CuckooFilter<PassThrough>,
+    level: usize,
+    bucket: usize,
+    fp: u64,
+) -> usize {
+    filter
+        .levels_ref()
+        .level(level)
+        .mapper()
+        .alternate(bucket, fp)
+}
+
+/// Stores `fp` in `bucket` of level `level`; false when the bucket is full.
+pub fn place_in(filter: &CuckooFilter<PassThrough>, level: usize, bucket: usize, fp: u64) -> bool {
+    filter.levels_ref().level(level).place_raw(bucket, fp)
+}
+
+/// The full outcome of `contains(item)` over every level.
+pub fn lookup_all(filter: &CuckooFilter<PassThrough>, item: u64) -> Outcome {
+    match filter.levels_ref().lookup(item) {
+        Lookup::Present => Outcome::Present,
+        Lookup::Absent => Outcome::Absent,
+        Lookup::Unproven => Outcome::Unproven,
+    }
+}
