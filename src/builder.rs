@@ -101,8 +101,13 @@ impl<S> Builder<S> {
 
     /// Growth: `0` (the default) keeps a fixed capacity, and an insert that finds no room
     /// returns [`InsertError::Full`](crate::InsertError::Full). With `factor >= 1`, such an
-    /// insert adds a new level (a sub-filter) of `factor ×` the previous level's capacity and
-    /// goes there; lookups check every level and never wait for a growth.
+    /// insert adds a new level (a sub-filter) of about `factor ×` the previous level's capacity
+    /// and goes there; lookups check every level and never wait for a growth.
+    ///
+    /// Levels nest (so that a `remove` never makes another item unfindable): every level has
+    /// level 0's bucket count times a power of two. A power-of-two `factor` grows by exactly that
+    /// factor; any other grows by the power-of-two steps that keep level `i` nearest to
+    /// `factor^i ×` the first capacity (3 gives ×4, ×2, ×4, ×2, …).
     ///
     /// The target false-positive rate `P` then holds for the whole filter: level `i` is given
     /// `P / 2^(i+2) + P / (2 · max_levels)` of it, which sums to less than `P` over at most
