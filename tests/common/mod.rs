@@ -40,6 +40,17 @@ pub fn seed(test: &str) -> u64 {
     seed
 }
 
+/// The seed for a randomized test: `ATOMIC_CUCKOO_SEED` if set, else `default` (for stress
+/// tests that must fail the same way on every run). Printed either way.
+pub fn seed_or(test: &str, default: u64) -> u64 {
+    let seed = match std::env::var("ATOMIC_CUCKOO_SEED") {
+        Ok(v) => v.parse().expect("ATOMIC_CUCKOO_SEED must be a u64"),
+        Err(_) => default,
+    };
+    println!("{test}: seed = {seed} (replay with ATOMIC_CUCKOO_SEED={seed})");
+    seed
+}
+
 /// A fixed seed, printed like a random one (for statistical tests whose outcome must not vary
 /// from run to run).
 pub fn fixed_seed(test: &str, seed: u64) -> u64 {
