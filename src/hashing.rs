@@ -160,6 +160,8 @@ pub(crate) struct KeyMapper {
     base_half: u64,
     /// `d`: this level has `2^d` blocks of `base_buckets`.
     digit_bits: u32,
+    /// `d == 0` and equal widths: the level is its own base (a first level).
+    flat: bool,
 }
 
 impl KeyMapper {
@@ -175,6 +177,7 @@ impl KeyMapper {
             base_shift: nesting.bits - nesting.base_bits,
             base_half: nesting.base_buckets as u64 / 2,
             digit_bits: ratio.trailing_zeros(),
+            flat: ratio == 1 && nesting.bits == nesting.base_bits,
         }
     }
 
@@ -197,20 +200,39 @@ impl KeyMapper {
     /// The other bucket of a fingerprint stored in `bucket`; never `bucket` itself.
     #[inline]
     pub(crate) fn alternate(&self, bucket: usize, fingerprint: u64) -> usize {
+        // A first level (or a level of the same size and width) is its own base: skip the
+        // truncation and the low digits. The branch depends on the table only, so it is
+        // predicted right every time; it saves about a fifth of a cached lookup's instructions.
+        if self.flat {
+            let mixed = fingerprint.wrapping_mul(FINGERPRINT_MIX);
+            return self.base_alternate(bucket as u64, mixed) as usize;
+        }
+        self.nested_alternate(bucket, fingerprint)
+    }
+
+    /// `alt_j` of a level that is a power-of-two multiple of level 0 (module docs).
+    #[inline]
+    fn nested_alternate(&self, bucket: usize, fingerprint: u64) -> usize {
         let base_fp = fingerprint >> self.base_shift;
         let base_fp = base_fp | u64::from(base_fp == 0);
         let mixed = base_fp.wrapping_mul(FINGERPRINT_MIX);
-        // alt_0: (H - q) mod n_0 with H odd in 1..n_0 (from the mix's upper half).
-        let n0 = 2 * self.base_half;
-        let h = 2 * (((mixed >> 32) * self.base_half) >> 32) + 1;
         let block = (bucket as u64) >> self.digit_bits;
-        let diff = h.wrapping_sub(block);
-        // diff is in (-n_0, n_0); add n_0 back when it went negative, without a branch.
-        let alt_block = diff.wrapping_add(n0 & ((diff as i64 >> 63) as u64));
+        let alt_block = self.base_alternate(block, mixed);
         // The low digits: XOR with the top `d` bits of the mix's lower half (0 when d = 0).
         let low_mask = (1u64 << self.digit_bits) - 1;
         let flip = (mixed & 0xFFFF_FFFF) >> (32 - self.digit_bits);
         ((alt_block << self.digit_bits) | ((bucket as u64 & low_mask) ^ flip)) as usize
+    }
+
+    /// `alt_0(block) = (H - block) mod n_0`, with `H` odd in `1..n_0` drawn from the upper half
+    /// of the level-0 fingerprint's mix.
+    #[inline]
+    fn base_alternate(&self, block: u64, mixed: u64) -> u64 {
+        let n0 = 2 * self.base_half;
+        let h = 2 * (((mixed >> 32) * self.base_half) >> 32) + 1;
+        let diff = h.wrapping_sub(block);
+        // diff is in (-n_0, n_0); add n_0 back when it went negative, without a branch.
+        diff.wrapping_add(n0 & ((diff as i64 >> 63) as u64))
     }
 
     /// A hash whose key is `(primary, fingerprint)`: the inverse of [`KeyMapper::key`], used by
