@@ -13,6 +13,13 @@ pub enum InsertError {
     /// kept changing the cuckoo paths this insert found (it retries 16 times), even though a
     /// slot might have been found later; retrying the insert is then worth it.
     Full,
+    /// The item's two buckets are full of copies of its own fingerprint (the same item inserted
+    /// many times) or of fingerprints that share both buckets with it, while the filter (its
+    /// newest level) still has plenty of room. No cuckoo path can free a slot there, and growing
+    /// would not help the next copy either, so a growing filter does not grow for it. Every
+    /// item stored before is still stored. Use
+    /// [`insert_unique`](crate::CuckooFilter::insert_unique) for keys that repeat.
+    ItemBucketsFull,
     /// The filter grows, but already has its maximum number of levels (see
     /// [`Builder::max_levels`](crate::Builder::max_levels)) and the newest is full. Every item
     /// stored before is still stored.
@@ -32,6 +39,10 @@ impl fmt::Display for InsertError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             InsertError::Full => f.write_str("cuckoo filter is full: no free slot reachable"),
+            InsertError::ItemBucketsFull => f.write_str(
+                "the item's two buckets are full of its own copies or of colliding fingerprints \
+                 (the filter itself has room)",
+            ),
             InsertError::MaxLevelsReached { levels } => {
                 write!(f, "cuckoo filter is full at its maximum of {levels} levels")
             }

@@ -43,8 +43,9 @@ pub struct LevelStats {
 ///   state.
 /// - **Multiset.** [`insert`](CuckooFilter::insert) stores one more copy every time; use
 ///   [`insert_unique`](CuckooFilter::insert_unique) for set semantics. One item can be stored at
-///   most `2 × slots per bucket` times (its two buckets hold nothing else then), `slots` times if
-///   its two buckets coincide; past that, `insert` returns [`InsertError::Full`].
+///   most `2 × slots per bucket` times per level (its two buckets hold nothing else then); past
+///   that, `insert` returns [`InsertError::ItemBucketsFull`], and a growing filter does not add
+///   a level for it (a hot key cannot take all memory).
 /// - **False deletes.** [`remove`](CuckooFilter::remove) removes one copy of the item's
 ///   fingerprint. Removing an item that was never inserted may remove the fingerprint of another
 ///   item that collides with it, which can then no longer be found. Only remove what you
@@ -278,7 +279,9 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// Adds one copy of `item`.
     ///
     /// Returns [`InsertError::Full`] when no free slot can be reached (or, for a growing filter,
-    /// [`InsertError::MaxLevelsReached`] / [`InsertError::GrowthFailed`]); nothing changes then.
+    /// [`InsertError::MaxLevelsReached`] / [`InsertError::GrowthFailed`]), and
+    /// [`InsertError::ItemBucketsFull`] when the item's own two buckets are full of its copies
+    /// while the filter has room; nothing changes then.
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(100);

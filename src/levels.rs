@@ -316,18 +316,41 @@ impl Levels {
     #[inline]
     pub(crate) fn insert(&self, hash: u64) -> Result<(), InsertError> {
         if self.more.is_empty() {
-            return match self.first.insert(self.first.key(hash), Multiset) {
+            let key = self.first.key(hash);
+            return match self.first.insert(key, Multiset) {
                 Ok(_) => Ok(()),
-                Err(NoRoom) => Err(InsertError::Full),
+                Err(NoRoom) => Err(self.stuck_or(&self.first, key, InsertError::Full)),
             };
         }
         loop {
             let levels = self.count();
             let newest = self.level(levels - 1);
-            match newest.insert(newest.key(hash), Multiset) {
+            let key = newest.key(hash);
+            match newest.insert(key, Multiset) {
                 Ok(_) => return Ok(()),
-                Err(NoRoom) => self.grow(levels)?,
+                Err(NoRoom) => self.grow_for(levels, newest, key)?,
             }
+        }
+    }
+
+    /// `ItemBucketsFull` when the failed insert of `key` into `table` was stuck in its own two
+    /// buckets while the table has room; `otherwise` when the table is (nearly) full.
+    fn stuck_or(&self, table: &Table, key: ItemKey, otherwise: InsertError) -> InsertError {
+        if !table.is_near_capacity() && table.pair_is_closed(key) {
+            InsertError::ItemBucketsFull
+        } else {
+            otherwise
+        }
+    }
+
+    /// After an insert of `key` found no room in the newest of `seen` levels: grows, unless the
+    /// item is stuck in its own buckets of a level with room. A hot key (one item inserted
+    /// again and again) fills its two buckets in every level; adding levels for it would take
+    /// all memory and still not hold the next copy.
+    fn grow_for(&self, seen: usize, newest: &Table, key: ItemKey) -> Result<(), InsertError> {
+        match self.stuck_or(newest, key, InsertError::Full) {
+            InsertError::Full => self.grow(seen),
+            stuck => Err(stuck),
         }
     }
 
@@ -353,7 +376,10 @@ impl Levels {
             match placed {
                 Ok(Placed::Inserted) => return Ok(true),
                 Ok(Placed::AlreadyPresent) => return Ok(false),
-                Err(NoRoom) => self.grow(levels)?,
+                Err(NoRoom) => {
+                    let newest = self.level(target);
+                    self.grow_for(levels, newest, newest.key(hash))?;
+                }
             }
         }
     }
