@@ -17,6 +17,10 @@ pub const DEFAULT_CAPACITY: usize = 1_000_000;
 /// Maximum number of levels of a growing filter that was not given one.
 pub const DEFAULT_MAX_LEVELS: u32 = 32;
 
+/// Largest accepted [`Builder::expansion`]: a level 65,536 times the previous one is already
+/// far past any table that can be allocated after the first few.
+const MAX_EXPANSION: u32 = 1 << 16;
+
 /// Largest accepted [`Builder::max_levels`].
 const MAX_MAX_LEVELS: u32 = 64;
 
@@ -107,7 +111,8 @@ impl<S> Builder<S> {
     /// Levels nest (so that a `remove` never makes another item unfindable): every level has
     /// level 0's bucket count times a power of two. A power-of-two `factor` grows by exactly that
     /// factor; any other grows by the power-of-two steps that keep level `i` nearest to
-    /// `factor^i ×` the first capacity (3 gives ×4, ×2, ×4, ×2, …).
+    /// `factor^i ×` the first capacity (3 gives ×4, ×2, ×4, ×2, …). At most 65,536
+    /// ([`BuildError::InvalidExpansion`] above that).
     ///
     /// The target false-positive rate `P` then holds for the whole filter: level `i` is given
     /// `P / 2^(i+2) + P / (2 · max_levels)` of it, which sums to less than `P` over at most
@@ -133,7 +138,10 @@ impl<S> Builder<S> {
 
     /// Most levels a growing filter may have, the first included: `1..=64`, default
     /// [`DEFAULT_MAX_LEVELS`]. Past it, inserts into a full filter return
-    /// [`InsertError::MaxLevelsReached`](crate::InsertError::MaxLevelsReached).
+    /// [`InsertError::MaxLevelsReached`](crate::InsertError::MaxLevelsReached). `1` makes a
+    /// filter that never grows, sized and rated like one without
+    /// [`expansion`](Builder::expansion) (a full one returns
+    /// [`InsertError::Full`](crate::InsertError::Full)).
     pub fn max_levels(mut self, levels: u32) -> Self {
         self.max_levels = levels;
         self
@@ -185,6 +193,11 @@ impl<S> Builder<S> {
             if !params::rate_is_valid(rate) {
                 return Err(BuildError::InvalidFalsePositiveRate { rate });
             }
+        }
+        if self.expansion > MAX_EXPANSION {
+            return Err(BuildError::InvalidExpansion {
+                factor: self.expansion,
+            });
         }
         if !(1..=MAX_MAX_LEVELS).contains(&self.max_levels) {
             return Err(BuildError::InvalidMaxLevels {

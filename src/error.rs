@@ -13,8 +13,8 @@ pub enum InsertError {
     /// kept changing the cuckoo paths this insert found (it retries 16 times), even though a
     /// slot might have been found later; retrying the insert is then worth it.
     Full,
-    /// The item's two buckets are full of copies of its own fingerprint (the same item inserted
-    /// many times) or of fingerprints that share both buckets with it, while the filter (its
+    /// Every slot of the item's two buckets holds a copy of its fingerprint (the same item
+    /// inserted many times, or items that collide with it completely), while the filter (its
     /// newest level) still has plenty of room. No cuckoo path can free a slot there, and growing
     /// would not help the next copy either, so a growing filter does not grow for it. Every
     /// item stored before is still stored. Use
@@ -40,12 +40,15 @@ impl fmt::Display for InsertError {
         match *self {
             InsertError::Full => f.write_str("cuckoo filter is full: no free slot reachable"),
             InsertError::ItemBucketsFull => f.write_str(
-                "the item's two buckets are full of its own copies or of colliding fingerprints \
+                "the item's two buckets are full of copies of its fingerprint \
                  (the filter itself has room)",
             ),
             InsertError::MaxLevelsReached { levels } => {
                 write!(f, "cuckoo filter is full at its maximum of {levels} levels")
             }
+            InsertError::GrowthFailed { bytes: usize::MAX } => f.write_str(
+                "cuckoo filter could not grow: its next level would exceed the largest table",
+            ),
             InsertError::GrowthFailed { bytes } => {
                 write!(f, "cuckoo filter could not grow: {bytes} bytes unavailable")
             }
@@ -92,6 +95,12 @@ pub enum BuildError {
         /// The number that was given.
         levels: u32,
     },
+    /// The expansion factor is above 65,536 (see
+    /// [`Builder::expansion`](crate::Builder::expansion)).
+    InvalidExpansion {
+        /// The factor that was given.
+        factor: u32,
+    },
 }
 
 impl fmt::Display for BuildError {
@@ -122,6 +131,9 @@ impl fmt::Display for BuildError {
             }
             BuildError::InvalidMaxLevels { levels } => {
                 write!(f, "maximum level count {levels} is outside 1..=64")
+            }
+            BuildError::InvalidExpansion { factor } => {
+                write!(f, "expansion factor {factor} is above 65536")
             }
         }
     }

@@ -51,8 +51,10 @@ pub(crate) struct GrowthPlan {
 }
 
 impl GrowthPlan {
+    /// Whether levels can be added: a factor, and room for more than one level (a growing
+    /// filter limited to one level is a fixed filter, and is sized and rated as one).
     pub(crate) fn grows(&self) -> bool {
-        self.factor > 0
+        self.factor > 0 && self.max_levels > 1
     }
 
     /// The share of the target rate that level `level` may use.
@@ -110,7 +112,7 @@ impl GrowthPlan {
     /// The table shape of level `level`.
     ///
     /// Levels nest (see `hashing`): level `i` has level 0's buckets times a power of two, the
-    /// one nearest to what `factor^i ×` the first level's capacity needs at level `i`'s width
+    /// one nearest (in log scale) to `factor^i` times level 0's capacity at level `i`'s width
     /// (so with a power-of-two factor and one width, exactly `factor^i ×` level 0's buckets),
     /// and widths never shrink from one level to the next.
     pub(crate) fn level_shape(&self, level: u32) -> Result<TableShape, LevelError> {
@@ -125,14 +127,17 @@ impl GrowthPlan {
         let items = self
             .level_capacity(level)
             .ok_or(LevelError::TooLarge { items: usize::MAX })?;
-        let wanted = params::buckets_for(items, bits).ok_or(LevelError::TooLarge { items })?;
-        let doublings = (wanted as f64 / base_buckets as f64)
-            .log2()
-            .round()
-            .max(0.0) as u32;
-        let buckets = base_buckets
-            .checked_shl(doublings)
-            .filter(|&b| b as u64 <= crate::hashing::MAX_BUCKETS && doublings < 32)
+        // Level 0's buckets were sized for level 1's width (see `base_buckets`): level `i`
+        // needs `factor^i` times as many, times the ratio of per-bucket capacities of those
+        // widths. Rounded in log scale, so a power-of-two factor with one width doubles exactly.
+        let per_bucket = |bits: u32| f64::from(64 / bits) * params::sizing_load(bits);
+        let growth = f64::from(self.factor).log2() * f64::from(level);
+        let widening = (per_bucket(self.level_bits(1)?) / per_bucket(bits)).log2();
+        let doublings = (growth + widening).round().max(0.0);
+        let buckets = (doublings < 32.0)
+            .then(|| base_buckets.checked_shl(doublings as u32))
+            .flatten()
+            .filter(|&b| b as u64 <= crate::hashing::MAX_BUCKETS)
             .ok_or(LevelError::TooLarge { items })?;
         Ok(TableShape {
             buckets,
@@ -333,10 +338,11 @@ impl Levels {
         }
     }
 
-    /// `ItemBucketsFull` when the failed insert of `key` into `table` was stuck in its own two
-    /// buckets while the table has room; `otherwise` when the table is (nearly) full.
+    /// `ItemBucketsFull` when the failed insert of `key` into `table` found its two buckets full
+    /// of its own copies while the table has room; `otherwise` when the table is (nearly) full
+    /// or other fingerprints are in the way (another level may well have room for the item).
     fn stuck_or(&self, table: &Table, key: ItemKey, otherwise: InsertError) -> InsertError {
-        if !table.is_near_capacity() && table.pair_is_closed(key) {
+        if !table.is_near_capacity() && table.pair_is_full_of_copies(key) {
             InsertError::ItemBucketsFull
         } else {
             otherwise

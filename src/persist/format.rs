@@ -22,6 +22,8 @@ pub(crate) const HEADER_WORDS: usize = 8;
 pub(crate) const LEVEL_HEADER_WORDS: usize = 3;
 /// The value every filter's hasher hashes for the hasher check.
 pub(crate) const HASHER_PROBE: &str = "atomic-cuckoo hasher check, format 1";
+/// Largest accepted expansion factor (as the builder).
+const MAX_EXPANSION: u32 = 1 << 16;
 /// Largest accepted `max_levels` (as the builder).
 const MAX_LEVELS: u32 = 64;
 
@@ -81,6 +83,9 @@ impl Header {
             RULE_FIXED_BITS | RULE_TARGET_RATE => return invalid("fingerprint width or rate"),
             _ => return invalid("width rule"),
         };
+        if factor > MAX_EXPANSION {
+            return invalid("expansion");
+        }
         if !(1..=MAX_LEVELS).contains(&max_levels) || (factor == 0 && max_levels != 1) {
             return invalid("max_levels");
         }

@@ -133,25 +133,23 @@ impl Table {
         None
     }
 
-    /// Whether the key's two buckets are full of fingerprints that can only move between these
-    /// two buckets (copies of the key's own fingerprint, or others whose alternate is the other
-    /// bucket): then no cuckoo path can ever free a slot for the key.
-    pub(crate) fn pair_is_closed(&self, key: ItemKey) -> bool {
+    /// Whether every lane of the key's two buckets holds the key's own fingerprint (its copies,
+    /// or those of items that collide with it completely): then no cuckoo path can free a slot
+    /// for it, since every fingerprint there can only move to the other of the two buckets.
+    pub(crate) fn pair_is_full_of_copies(&self, key: ItemKey) -> bool {
         let (a, b) = self.buckets_of(key);
         let _guard = self.stripes.lock_pair(a, b);
-        let layout = &self.layout;
-        [(a, b), (b, a)].into_iter().all(|(bucket, other)| {
-            // Relaxed: we hold both stripes, and the lock's Acquire made the last writes visible.
-            let word = self.word(bucket).load(Ordering::Relaxed);
-            layout.lane_shifts().all(|shift| {
-                let fp = layout.lane(word, shift);
-                fp != 0 && self.mapper.alternate(bucket, fp) == other
-            })
-        })
+        let (layout, fp) = (&self.layout, key.fingerprint);
+        // Relaxed: we hold both stripes, and the lock's Acquire made the last writes visible.
+        let (word_a, word_b) = (
+            self.word(a).load(Ordering::Relaxed),
+            self.word(b).load(Ordering::Relaxed),
+        );
+        layout.count(word_a, fp) == layout.slots() && layout.count(word_b, fp) == layout.slots()
     }
 
     /// Whether the table holds at least 90 % of the items it is sized for: below that, a failed
-    /// insert means the item's own buckets are stuck (see `pair_is_closed`), not a full table.
+    /// insert of an item whose buckets are full of its copies means a hot key, not a full table.
     pub(crate) fn is_near_capacity(&self) -> bool {
         let sized_for = self.slots() as f64 * crate::params::sizing_load(self.layout.bits());
         self.len() as f64 >= 0.9 * sized_for
