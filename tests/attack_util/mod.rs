@@ -221,7 +221,7 @@ pub struct Geo {
 impl Geo {
     pub fn d(&self) -> u32 {
         assert!(
-            self.n % self.n0 == 0 && (self.n / self.n0).is_power_of_two(),
+            self.n.is_multiple_of(self.n0) && (self.n / self.n0).is_power_of_two(),
             "{self:?}"
         );
         (self.n / self.n0).trailing_zeros()
