@@ -83,8 +83,7 @@ fn alternate_is_a_fixed_point_free_involution_seen_through_contains() {
     ] {
         let snap = grown_shapes(cap, w, exp, 8, 8, 600, &mut rng);
         let g = geos(&snap);
-        for j in 0..snap.levels.len() {
-            let geo = g[j];
+        for (j, &geo) in g.iter().enumerate().take(snap.levels.len()) {
             if geo.n > 64 {
                 continue;
             }
