@@ -6,9 +6,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-# The three the design names, and two that only the neighbour models (writers on pairs that
-# share a bucket) can catch.
-mutants=(no_version_check no_release_fence erase_before_copy fence_between_locks move_locks_one_stripe)
+# The three the design names; two that only the neighbour models (writers on pairs that share a
+# bucket) can catch; two that the save models catch (a writer that ignores a save's freeze, and a
+# save that freezes by holding every stripe's lock bit, which leaves readers unproven).
+mutants=(no_version_check no_release_fence erase_before_copy fence_between_locks move_locks_one_stripe
+    writer_ignores_freeze freeze_through_version)
 preemptions="${LOOM_MAX_PREEMPTIONS:-2}"
 survivors=()
 
