@@ -6,11 +6,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-# The three the design names, two that only the neighbour models (writers on pairs that share a
-# bucket) can catch, and two for grown filters (model 8: levels that do not nest; insert_unique
-# taking an unproven lookup for "present").
+# The three the design names; two that only the neighbour models (writers on pairs that share a
+# bucket) can catch; two for grown filters (model 8: levels that do not nest; insert_unique taking
+# an unproven lookup for "present"); two that the save models catch (a writer that ignores a
+# save's freeze, and a save that freezes by holding every stripe's lock bit, which leaves readers
+# unproven).
 mutants=(no_version_check no_release_fence erase_before_copy fence_between_locks move_locks_one_stripe
-    unnested_levels unique_trusts_unproven)
+    unnested_levels unique_trusts_unproven writer_ignores_freeze freeze_through_version)
 preemptions="${LOOM_MAX_PREEMPTIONS:-2}"
 survivors=()
 

@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 use crate::error::InsertError;
 use crate::hashing::ItemKey;
 use crate::params;
-use crate::stripe::AllGuard;
+use crate::stripe::FreezeGuard;
 use crate::sync::{AtomicUsize, GrowLock, Ordering};
 use crate::table::{Limits, Lookup, Multiset, NoRoom, Placed, Table, TableShape, Unique, BATCH};
 
@@ -203,13 +203,14 @@ impl Levels {
     }
 
     /// Runs `f` on the published levels while no writer can change any of them and no level can
-    /// be added: the grow lock, then every stripe of every level, in (level, stripe) order.
-    /// Readers are not held up.
-    pub(crate) fn frozen<R>(&self, f: impl FnOnce(&[(&Table, &AllGuard<'_>)]) -> R) -> R {
+    /// be added: the grow lock, then each level frozen, oldest first (the order writers lock
+    /// levels in, see `StripeSet::freeze`). Writers sleep until `f` returns; lookups and counts
+    /// are not held up.
+    pub(crate) fn frozen<R>(&self, f: impl FnOnce(&[(&Table, &FreezeGuard<'_>)]) -> R) -> R {
         let _no_growth = self.grow_lock.lock();
         let tables: Vec<&Table> = self.all().collect();
-        let guards: Vec<AllGuard<'_>> = tables.iter().map(|t| t.lock_all()).collect();
-        let held: Vec<(&Table, &AllGuard<'_>)> = tables.iter().copied().zip(&guards).collect();
+        let guards: Vec<FreezeGuard<'_>> = tables.iter().map(|t| t.freeze()).collect();
+        let held: Vec<(&Table, &FreezeGuard<'_>)> = tables.iter().copied().zip(&guards).collect();
         f(&held)
     }
 

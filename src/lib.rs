@@ -6,14 +6,14 @@
 //! |---|---|
 //! | `bucket_word` | branch-free SWAR operations on one bucket packed in a `u64` |
 //! | `hashing` | [`DefaultHashBuilder`]; item hash → primary bucket, fingerprint, alternate bucket |
-//! | `stripe` | versioned lock stripes: writer pair locks, reader validation, item counters |
+//! | `stripe` | versioned lock stripes: writer pair locks, reader validation, item counters, a save's freeze |
 //! | `table` | one table: lookups (`read`), inserts and removes (`write`), cuckoo paths (`path`) |
 //! | `levels` | growth: append-only levels, published for wait-free readers |
 //! | `filter` | [`CuckooFilter`], the public type |
 //! | `builder`, `params` | [`Builder`] and the arithmetic behind its choices |
 //! | `persist` | snapshots: [`CuckooFilter::write_to`], [`CuckooFilter::read_from`], [`PersistError`] |
 //! | `error` | [`InsertError`], [`BuildError`] |
-//! | `sync` | the std/loom switch for atomics |
+//! | `sync` | the std/loom switch for atomics and the cold-path locks |
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 

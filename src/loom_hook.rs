@@ -23,8 +23,12 @@ impl Hasher for PassThroughHasher {
     fn finish(&self) -> u64 {
         self.0
     }
-    fn write(&mut self, _: &[u8]) {
-        unreachable!("models hash u64 items only");
+    /// Items are `u64`s (see `write_u64`); bytes come only from a save's hasher check, which
+    /// needs some deterministic value.
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
     }
     fn write_u64(&mut self, n: u64) {
         self.0 = n;
@@ -52,10 +56,23 @@ pub enum Outcome {
 /// A filter with exactly `buckets` buckets, `stripes` stripes and `bits`-wide fingerprints,
 /// items hashed by [`PassThrough`].
 pub fn tiny_filter(buckets: usize, stripes: usize, bits: u32) -> CuckooFilter<PassThrough> {
+    tiny_filter_with_read_attempts(buckets, stripes, bits, Limits::DEFAULT.read_attempts)
+}
+
+/// A filter like [`tiny_filter`] whose lookups answer "maybe present" after `read_attempts`
+/// failed validations (at least 1).
+pub fn tiny_filter_with_read_attempts(
+    buckets: usize,
+    stripes: usize,
+    bits: u32,
+    read_attempts: u32,
+) -> CuckooFilter<PassThrough> {
+    assert!(read_attempts >= 1);
     let shape = TableShape::flat(buckets, bits, stripes);
     let limits = Limits {
         path_nodes: 16,
         path_depth: 4,
+        read_attempts,
         ..Limits::DEFAULT
     };
     let table = Table::new(shape, limits, false).expect("tiny table");

@@ -8,8 +8,12 @@
 //! A writer changes bucket data only while it holds the stripes of *both* buckets of the
 //! fingerprint it moves, inserts or removes. Every stripe also counts the items charged to it, so
 //! `len()` is a sum over stripes and no insert touches a shared counter.
+//!
+//! A save freezes a table without holding any stripe while it copies (see `StripeSet::freeze`):
+//! writers check a gate after taking their stripes and sleep while it is closed; readers and
+//! read-only lockers ignore it.
 
-use crate::sync::{fence, AtomicU64, Ordering, SpinWait};
+use crate::sync::{fence, AtomicU64, Gate, Ordering, SpinWait};
 
 /// One lock stripe: a version word and the number of items charged to it.
 ///
@@ -56,10 +60,19 @@ impl Stripe {
         }
     }
 
-    /// Releases the stripe taken at even version `held`.
+    /// Releases the stripe taken at even version `held`, after writing under it.
     fn unlock(&self, held: u64) {
         // Release: readers and the next holder that see the new version see our data stores.
         self.version.store(held.wrapping_add(2), Ordering::Release);
+    }
+
+    /// Releases the stripe taken at even version `held` without having written under it: the
+    /// version stays `held`, so a reader that validates across the hold is right (nothing
+    /// changed) and does not retry.
+    fn unlock_unchanged(&self, held: u64) {
+        // Release: keeps the lock hand-offs a happens-before chain, so the next holder sees all
+        // that this one saw (a save's closed gate included, see `StripeSet::freeze`).
+        self.version.store(held, Ordering::Release);
     }
 
     /// Starts an optimistic read: the current version (odd while a writer holds the stripe).
@@ -95,10 +108,12 @@ impl Stripe {
     }
 }
 
-/// All stripes of one table.
+/// All stripes of one table, and the gate a save closes to freeze it.
 pub(crate) struct StripeSet {
     stripes: Box<[Stripe]>,
     mask: usize,
+    /// Closed while a save copies the table: writers wait, see `freeze`.
+    frozen: Gate,
 }
 
 impl StripeSet {
@@ -108,6 +123,7 @@ impl StripeSet {
         StripeSet {
             stripes: (0..count).map(|_| Stripe::new()).collect(),
             mask: count - 1,
+            frozen: Gate::new(),
         }
     }
 
@@ -128,9 +144,9 @@ impl StripeSet {
         &self.stripes[self.index_of(bucket)]
     }
 
-    /// Locks the stripes of buckets `a` and `b`: ascending stripe order (so two writers can never
-    /// wait for each other in a cycle), once if they share a stripe.
-    pub(crate) fn lock_pair(&self, a: usize, b: usize) -> PairGuard<'_> {
+    /// Takes the stripes of buckets `a` and `b`: ascending stripe order (so two lockers can
+    /// never wait for each other in a cycle), once if they share a stripe.
+    fn hold_pair(&self, a: usize, b: usize) -> HeldPair<'_> {
         let (sa, sb) = (self.index_of(a), self.index_of(b));
         let (low, high) = (sa.min(sb), sa.max(sb));
         let low_held = self.stripes[low].lock();
@@ -138,24 +154,80 @@ impl StripeSet {
             fence(Ordering::Release);
         }
         let high_held = (high != low).then(|| (&self.stripes[high], self.stripes[high].lock()));
-        // Release fence, after *both* locks: our data stores are Relaxed; a reader whose Acquire
-        // load sees one of them synchronizes with this fence, so it also sees the odd versions
-        // written above, and every write that happened before either lock, and fails its
-        // validation (Boehm's seqlock writer).
-        if !cfg!(loom_mutant = "no_release_fence") && !cfg!(loom_mutant = "fence_between_locks") {
-            fence(Ordering::Release);
-        }
-        PairGuard {
+        HeldPair {
             low: (&self.stripes[low], low_held),
             high: high_held,
         }
     }
 
-    /// Locks every stripe, in ascending order (whole-table operations such as a snapshot; a
-    /// snapshot only reads, so no release fence is needed).
-    pub(crate) fn lock_all(&self) -> AllGuard<'_> {
-        let held = self.stripes.iter().map(Stripe::lock).collect();
-        AllGuard { set: self, held }
+    /// Locks the stripes of buckets `a` and `b` for writing (see `hold_pair` for the order).
+    ///
+    /// While a save has the table frozen, a writer gives the stripes back with their versions
+    /// unchanged (it wrote nothing), sleeps until the save is done, and tries again.
+    pub(crate) fn lock_pair(&self, a: usize, b: usize) -> PairGuard<'_> {
+        loop {
+            let held = self.hold_pair(a, b);
+            if cfg!(loom_mutant = "writer_ignores_freeze") || !self.frozen.is_closed() {
+                // Release fence, after *both* locks: our data stores are Relaxed; a reader whose
+                // Acquire load sees one of them synchronizes with this fence, so it also sees
+                // the odd versions written above, and every write that happened before either
+                // lock, and fails its validation (Boehm's seqlock writer).
+                if !cfg!(loom_mutant = "no_release_fence")
+                    && !cfg!(loom_mutant = "fence_between_locks")
+                {
+                    fence(Ordering::Release);
+                }
+                return PairGuard { held };
+            }
+            held.release(Stripe::unlock_unchanged);
+            self.frozen.wait_open();
+        }
+    }
+
+    /// Locks the stripes of buckets `a` and `b` only to read under them: a save's freeze does
+    /// not hold this up (nothing is written), and the versions are left as they were.
+    pub(crate) fn lock_pair_to_read(&self, a: usize, b: usize) -> ReadPairGuard<'_> {
+        ReadPairGuard {
+            held: self.hold_pair(a, b),
+        }
+    }
+
+    /// Freezes the table for a whole-table read (a save): until the guard is dropped no writer
+    /// changes a bucket or a counter, while lookups keep running and stay exact (no stripe is
+    /// held while the caller copies) and read-only lockers are not held up. Callers serialize
+    /// freezes (a save holds the filter's grow lock).
+    ///
+    /// The gate is closed first, then every stripe is taken and given back once, in ascending
+    /// order, its version unchanged. That stops every writer:
+    /// - a writer that takes a stripe after we gave it back (its Acquire lock reads from our
+    ///   Release unlock, or from a later store: a chain of hand-offs, each synchronizing)
+    ///   happens after our close, so its check in `lock_pair` finds the gate closed;
+    /// - a writer that held a stripe before we took it is waited for, and our Acquire lock
+    ///   makes everything it wrote visible to the copy (it may also have seen the gate closed
+    ///   and written nothing).
+    ///
+    /// After the pass, every bucket and counter can be read with Relaxed loads.
+    ///
+    /// We hold one stripe at a time, for an instant, and never wait for a sleeping writer as
+    /// long as a filter's levels are frozen in ascending order: a writer sleeps only at a
+    /// closed gate, holding at most stripes of lower levels (locks go in (level, stripe)
+    /// order), which were passed already.
+    pub(crate) fn freeze(&self) -> FreezeGuard<'_> {
+        self.frozen.close();
+        let mut still_held = Vec::new();
+        for stripe in self.stripes.iter() {
+            let held = stripe.lock();
+            if cfg!(loom_mutant = "freeze_through_version") {
+                // The old freeze: hold every lock bit while the caller copies.
+                still_held.push(held);
+            } else {
+                stripe.unlock_unchanged(held);
+            }
+        }
+        FreezeGuard {
+            set: self,
+            still_held,
+        }
     }
 
     /// Sets the item count of a table restored from a snapshot, charged to stripe 0. Only the
@@ -183,10 +255,25 @@ impl StripeSet {
     }
 }
 
-/// The stripes of two buckets, held; released on drop.
-pub(crate) struct PairGuard<'a> {
+/// The stripes of two buckets, each with the even version it had when taken.
+struct HeldPair<'a> {
     low: (&'a Stripe, u64),
     high: Option<(&'a Stripe, u64)>,
+}
+
+impl HeldPair<'_> {
+    /// Gives both stripes back with `unlock`, the higher first.
+    fn release(&self, unlock: fn(&Stripe, u64)) {
+        if let Some((stripe, held)) = self.high {
+            unlock(stripe, held);
+        }
+        unlock(self.low.0, self.low.1);
+    }
+}
+
+/// The stripes of two buckets, held by a writer; released on drop with new versions.
+pub(crate) struct PairGuard<'a> {
+    held: HeldPair<'a>,
 }
 
 impl PairGuard<'_> {
@@ -195,7 +282,7 @@ impl PairGuard<'_> {
     /// Every operation on an item locks the same pair, so its insert and its remove are charged
     /// to the same stripe.
     pub(crate) fn add_items(&self, delta: i64) {
-        let items = &self.low.0.items;
+        let items = &self.held.low.0.items;
         // Relaxed: we hold the stripe, so no other writer updates this counter concurrently.
         let now = items.load(Ordering::Relaxed).wrapping_add(delta as u64);
         items.store(now, Ordering::Relaxed);
@@ -204,23 +291,41 @@ impl PairGuard<'_> {
 
 impl Drop for PairGuard<'_> {
     fn drop(&mut self) {
-        if let Some((stripe, held)) = self.high {
-            stripe.unlock(held);
-        }
-        self.low.0.unlock(self.low.1);
+        self.held.release(Stripe::unlock);
     }
 }
 
-/// Every stripe of a table, held; released on drop.
-pub(crate) struct AllGuard<'a> {
-    set: &'a StripeSet,
-    held: Vec<u64>,
+/// The stripes of two buckets, held only to read under them; released on drop with their
+/// versions unchanged.
+pub(crate) struct ReadPairGuard<'a> {
+    held: HeldPair<'a>,
 }
 
-impl Drop for AllGuard<'_> {
+impl Drop for ReadPairGuard<'_> {
     fn drop(&mut self) {
-        for (stripe, &held) in self.set.stripes.iter().zip(&self.held).rev() {
-            stripe.unlock(held);
+        self.held.release(Stripe::unlock_unchanged);
+    }
+}
+
+/// A frozen table (see `StripeSet::freeze`); writers resume when it is dropped.
+pub(crate) struct FreezeGuard<'a> {
+    set: &'a StripeSet,
+    /// Versions of the stripes still held (only by the `freeze_through_version` mutant).
+    still_held: Vec<u64>,
+}
+
+impl FreezeGuard<'_> {
+    /// Whether this guard freezes `set`.
+    pub(crate) fn freezes(&self, set: &StripeSet) -> bool {
+        std::ptr::eq(self.set, set)
+    }
+}
+
+impl Drop for FreezeGuard<'_> {
+    fn drop(&mut self) {
+        for (stripe, &held) in self.set.stripes.iter().zip(&self.still_held).rev() {
+            stripe.unlock_unchanged(held);
         }
+        self.set.frozen.open();
     }
 }

@@ -4,9 +4,9 @@
 //! `loom-tests/` exercise exactly the code that ships.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::fence;
@@ -82,5 +82,87 @@ impl GrowLock {
             #[cfg(loom)]
             _inner: self.inner.lock().unwrap_or_else(|e| e.into_inner()),
         }
+    }
+}
+
+/// A gate that one thread closes and opens again while others wait for it to open: an atomic
+/// flag for the check on the hot path, and a mutex with a condition variable (parking_lot's;
+/// loom's under loom) for the cold path, so that a waiting thread sleeps instead of spinning.
+///
+/// Only one thread at a time closes and opens a gate (the caller serializes them).
+pub(crate) struct Gate {
+    closed: AtomicBool,
+    #[cfg(not(loom))]
+    parking: parking_lot::Mutex<()>,
+    #[cfg(not(loom))]
+    opened: parking_lot::Condvar,
+    #[cfg(loom)]
+    parking: loom::sync::Mutex<()>,
+    #[cfg(loom)]
+    opened: loom::sync::Condvar,
+}
+
+impl Gate {
+    pub(crate) fn new() -> Self {
+        Gate {
+            closed: AtomicBool::new(false),
+            #[cfg(not(loom))]
+            parking: parking_lot::Mutex::new(()),
+            #[cfg(not(loom))]
+            opened: parking_lot::Condvar::new(),
+            #[cfg(loom)]
+            parking: loom::sync::Mutex::new(()),
+            #[cfg(loom)]
+            opened: loom::sync::Condvar::new(),
+        }
+    }
+
+    /// Closes the gate. The store is Relaxed: the caller publishes it by its own Release
+    /// operations that follow (see `StripeSet::freeze`).
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the gate is closed.
+    #[inline]
+    pub(crate) fn is_closed(&self) -> bool {
+        // Acquire: pairs with the Release in `open`; a thread that finds the gate open again
+        // happens after everything the closer did while it was closed.
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Opens the gate and wakes every thread waiting for it.
+    pub(crate) fn open(&self) {
+        let _parking = self.lock_parking();
+        // Release: see `is_closed`. Stored under the mutex, so that no waiter can check the
+        // flag, miss this store and then miss the notification too.
+        self.closed.store(false, Ordering::Release);
+        self.opened.notify_all();
+    }
+
+    /// Sleeps until the gate is open (returns at once if it is).
+    #[cold]
+    pub(crate) fn wait_open(&self) {
+        let mut parking = self.lock_parking();
+        // Relaxed: `open` stores under the mutex we hold, which orders it for us.
+        while self.closed.load(Ordering::Relaxed) {
+            #[cfg(not(loom))]
+            self.opened.wait(&mut parking);
+            #[cfg(loom)]
+            {
+                parking = self.opened.wait(parking).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+    }
+
+    #[cfg(not(loom))]
+    fn lock_parking(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.parking.lock()
+    }
+
+    #[cfg(loom)]
+    fn lock_parking(&self) -> loom::sync::MutexGuard<'_, ()> {
+        // The mutex guards no data, so a panic while holding it poisons nothing.
+        self.parking.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

@@ -31,6 +31,15 @@ impl Table {
         }
     }
 
+    /// Like [`Table::new`], with lookups that answer "maybe present" after `read_attempts`
+    /// failed validations.
+    pub fn with_read_attempts(buckets: usize, stripes: usize, read_attempts: u32) -> Self {
+        Table {
+            filter: hook::tiny_filter_with_read_attempts(buckets, stripes, BITS, read_attempts),
+            taken: Vec::new(),
+        }
+    }
+
     /// A table that grows once, into a second level of 4 buckets.
     pub fn growing(stripes: usize) -> Self {
         Table {

@@ -147,10 +147,15 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// Writes a snapshot of the filter (format: `FORMAT.md`).
     ///
     /// The snapshot is consistent: it is the filter's content at one moment. To get that, the
-    /// save holds every lock stripe (and blocks growth) while it copies; lookups keep running
-    /// meanwhile, while inserts and removes from other threads wait until the save is done and
-    /// then apply to the live filter (they are not in the snapshot). Write to a buffer or a
-    /// buffered writer if the destination is slow.
+    /// save freezes the filter while it copies and writes: inserts and removes from other
+    /// threads wait, asleep, until the save is done and then apply to the live filter (they are
+    /// not in the snapshot), and the filter does not grow meanwhile. Lookups and counts are not
+    /// held up and stay exact: the save holds no lock stripe while it works (it passes through
+    /// each one once, to wait for writes in flight).
+    ///
+    /// Writers wait as long as `writer` takes, so write to a buffer or a buffered writer if the
+    /// destination is slow. `writer` must not insert into or remove from this filter: on the
+    /// saving thread, that write would wait for the save forever.
     ///
     /// ```
     /// use atomic_cuckoo::CuckooFilter;
@@ -184,7 +189,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
                     items: table.len() as u64,
                 };
                 out.words(level.encode())?;
-                out.words(table.words_locked(held))?;
+                out.words(table.frozen_words(held))?;
             }
             out.finish()
         })

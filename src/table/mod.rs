@@ -11,7 +11,7 @@ mod write;
 
 use crate::bucket_word::WordLayout;
 use crate::hashing::{ItemKey, KeyMapper, Nesting};
-use crate::stripe::{AllGuard, StripeSet};
+use crate::stripe::{FreezeGuard, StripeSet};
 use crate::sync::{AtomicU64, Ordering};
 
 pub(crate) use batch::BATCH;
@@ -134,17 +134,20 @@ impl Table {
         }
     }
 
-    /// Holds every stripe: the table cannot change until the guard is dropped.
-    pub(crate) fn lock_all(&self) -> AllGuard<'_> {
-        self.stripes.lock_all()
+    /// Freezes the table: no writer changes it until the guard is dropped, while lookups and
+    /// counts go on (see `StripeSet::freeze`).
+    pub(crate) fn freeze(&self) -> FreezeGuard<'_> {
+        self.stripes.freeze()
     }
 
-    /// The bucket words, read while `_held` (this table's `lock_all`) keeps writers out.
-    pub(crate) fn words_locked<'a>(
+    /// The bucket words, read while `frozen` (this table's `freeze`) keeps writers out.
+    pub(crate) fn frozen_words<'a>(
         &'a self,
-        _held: &'a AllGuard<'a>,
+        frozen: &'a FreezeGuard<'a>,
     ) -> impl Iterator<Item = u64> + 'a {
-        // Relaxed: every stripe is held, and the locks' Acquire made all writes visible.
+        debug_assert!(frozen.freezes(&self.stripes), "another table's freeze");
+        // Relaxed: the freeze took every stripe after its last writer (Acquire), and no writer
+        // has written since.
         self.words.iter().map(|w| w.load(Ordering::Relaxed))
     }
 
@@ -225,7 +228,7 @@ impl Table {
     /// How many lanes of `bucket` hold `fp` right now (a loom model's view of the table).
     #[cfg(loom)]
     pub(crate) fn raw_count(&self, bucket: usize, fp: u64) -> u32 {
-        let _guard = self.stripes.lock_pair(bucket, bucket);
+        let _guard = self.stripes.lock_pair_to_read(bucket, bucket);
         self.layout
             .count(self.word(bucket).load(Ordering::Relaxed), fp)
     }

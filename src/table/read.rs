@@ -121,7 +121,8 @@ impl Table {
     /// Copies of the fingerprint in the key's buckets (counted once if both are one bucket).
     ///
     /// Optimistic like `lookup`; when every attempt collides with a writer it takes the pair's
-    /// stripes, since a count has no "maybe" to fall back on.
+    /// stripes, since a count has no "maybe" to fall back on. It only reads under them, so a
+    /// save's freeze does not hold it up.
     pub(crate) fn count(&self, key: ItemKey) -> usize {
         let (a, b) = self.buckets_of(key);
         let fp = key.fingerprint;
@@ -135,7 +136,7 @@ impl Table {
             }
             reader_pause();
         }
-        let _guard = self.stripes.lock_pair(a, b);
+        let _guard = self.stripes.lock_pair_to_read(a, b);
         // Relaxed: we hold both stripes, and the lock's Acquire made the last writes visible.
         self.count_in(a, b, fp, Ordering::Relaxed)
     }
