@@ -399,15 +399,7 @@ impl Levels {
     fn maybe_in(&self, range: impl std::ops::RangeBounds<usize>, hash: u64) -> bool {
         (0..self.count()).filter(|i| range.contains(i)).any(|i| {
             let t = self.level(i);
-            let key = t.key(hash);
-            match t.lookup(key) {
-                Lookup::Present => true,
-                Lookup::Absent => false,
-                #[cfg(loom_mutant = "unique_trusts_unproven")]
-                Lookup::Unproven => true,
-                #[cfg(not(loom_mutant = "unique_trusts_unproven"))]
-                Lookup::Unproven => t.lock_item(key).holds(),
-            }
+            t.holds(t.key(hash))
         })
     }
 

@@ -25,6 +25,14 @@ impl Table {
         )
     }
 
+    /// Both bucket words, for a caller that holds their stripes.
+    fn load_pair_relaxed(&self, a: usize, b: usize) -> (u64, u64) {
+        (
+            self.word(a).load(Ordering::Relaxed),
+            self.word(b).load(Ordering::Relaxed),
+        )
+    }
+
     /// Whether either word holds `fp`.
     #[inline]
     fn holds_either(&self, (first, second): (u64, u64), fp: u64) -> bool {
@@ -116,6 +124,24 @@ impl Table {
             seen = now;
         }
         (Lookup::Unproven, self.limits.read_attempts)
+    }
+
+    /// Whether either of the key's buckets holds its fingerprint, proven: a lookup, and when
+    /// that stays unproven (it kept colliding with writers), a look under the pair's stripes.
+    /// For `insert_unique`, which must not take "maybe" for "present".
+    pub(crate) fn holds(&self, key: ItemKey) -> bool {
+        match self.lookup(key) {
+            Lookup::Present => true,
+            Lookup::Absent => false,
+            Lookup::Unproven if cfg!(loom_mutant = "unique_trusts_unproven") => true,
+            Lookup::Unproven => {
+                let (a, b) = self.buckets_of(key);
+                let _guard = self.stripes.lock_pair_to_read(a, b);
+                // Relaxed: we hold both stripes, and the lock's Acquire made the last writes
+                // visible.
+                self.holds_either(self.load_pair_relaxed(a, b), key.fingerprint)
+            }
+        }
     }
 
     /// Copies of the fingerprint in the key's buckets (counted once if both are one bucket).

@@ -138,7 +138,7 @@ impl Table {
     /// for it, since every fingerprint there can only move to the other of the two buckets.
     pub(crate) fn pair_is_full_of_copies(&self, key: ItemKey) -> bool {
         let (a, b) = self.buckets_of(key);
-        let _guard = self.stripes.lock_pair(a, b);
+        let _guard = self.stripes.lock_pair_to_read(a, b);
         let (layout, fp) = (&self.layout, key.fingerprint);
         // Relaxed: we hold both stripes, and the lock's Acquire made the last writes visible.
         let (word_a, word_b) = (
