@@ -45,7 +45,7 @@ fn stress(seed: u64, f: &CuckooFilter, bits: u32, secs: f64) -> Vec<String> {
                 let (barrier, stop, ops, permanent) = (&barrier, &stop, &ops, &permanent);
                 let fulls = &fulls;
                 s.spawn(move || {
-                    let mut rng = Rng(seed ^ (t + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                    let mut rng = Rng::new(seed ^ (t + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
                     let mut fails = Vec::new();
                     let mut live: Vec<u64> = Vec::new();
                     let mut copies: HashMap<u64, usize> = HashMap::new();
@@ -361,7 +361,7 @@ fn snapshots_taken_during_growth_and_churn_restore_consistently() {
         for t in 0..2u64 {
             let (f, stop) = (&f, &stop);
             s.spawn(move || {
-                let mut rng = Rng(seed ^ t);
+                let mut rng = Rng::new(seed ^ t);
                 let mut live = Vec::new();
                 let mut next = 0u64;
                 while !stop.load(Ordering::Relaxed) {

@@ -69,7 +69,7 @@ fn fingerprints(f: u32, rng: &mut Rng, sample: usize) -> Vec<u64> {
 #[test]
 fn alternate_is_a_fixed_point_free_involution_seen_through_contains() {
     let seed = seed("alternate black box");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut checked = 0u64;
     let mut shapes = Vec::new();
     for (cap, w, exp) in [
@@ -165,7 +165,7 @@ fn alternate_is_a_fixed_point_free_involution_seen_through_contains() {
 #[test]
 fn a_collision_in_a_newer_level_is_one_in_every_older_level_on_real_shapes() {
     let seed = seed("nesting black box");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let configs: Vec<(usize, W, u32, u32, usize)> = vec![
         (1, W::Rate(0.01), 2, 32, 12),
         (100, W::Rate(0.01), 2, 32, 8),
@@ -261,7 +261,7 @@ fn a_collision_in_a_newer_level_is_one_in_every_older_level_on_real_shapes() {
 #[test]
 fn format_md_mapping_nests_for_every_digit_count_up_to_31() {
     let seed = seed("spec nesting");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut checks = 0u64;
     for n0 in [
         2u64,

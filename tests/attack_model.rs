@@ -273,7 +273,7 @@ fn run_case(seed: u64, case_no: usize, c: &Case, rng: &mut Rng, steps: usize) ->
 #[test]
 fn random_operations_on_tiny_growing_filters_match_a_multiset_model() {
     let seed = seed("tiny growing model");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let (mut failures, mut max_levels, mut cases) = (0, 0, 0);
     let start = std::time::Instant::now();
     while start.elapsed().as_secs_f64() < 3.0 {
@@ -290,7 +290,7 @@ fn random_operations_on_tiny_growing_filters_match_a_multiset_model() {
 #[test]
 fn every_expansion_and_width_on_capacities_1_to_50() {
     let seed = seed("grid model");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut n = 0;
     for expansion in [1u32, 2, 3, 4, 8] {
         for bits in 4..=32u32 {

@@ -100,7 +100,7 @@ fn assert_same(a: &CuckooFilter, b: &CuckooFilter, live: &Live, rng: &mut Rng, c
 #[test]
 fn grown_filters_round_trip_and_keep_working() {
     let seed = seed("grown round trip");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let configs = [
         (10usize, W::Bits(4), 2u32, 16u32, 3_000usize),
         (7, W::Bits(5), 3, 12, 3_000),
@@ -219,7 +219,7 @@ fn restore_both(bytes: &[u8]) -> (Result<CuckooFilter, String>, Result<CuckooFil
 #[test]
 fn corrupted_level_shapes_and_plans_are_refused_or_harmless() {
     let seed = seed("corrupt shapes");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut panics = Vec::new();
     let (mut refused, mut accepted) = (0, 0);
     for (cap, w, exp) in [
@@ -390,7 +390,7 @@ fn corrupted_level_shapes_and_plans_are_refused_or_harmless() {
 #[test]
 fn random_header_corruption_never_panics() {
     let seed = seed("header fuzz");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let a = build(5, W::Rate(0.05), 2, 12);
     for k in 0..500u64 {
         a.insert(&k).unwrap();

@@ -3,7 +3,6 @@
 #![allow(dead_code)]
 
 use std::hash::{BuildHasher, Hasher};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Hashes a `u64` to itself (`Hash for u64` calls `write_u64` once).
 #[derive(Clone, Copy, Debug, Default)]
@@ -36,34 +35,12 @@ impl BuildHasher for Id {
     }
 }
 
-#[derive(Clone, Debug)]
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
-    }
-}
-
-/// `ATTACK_SEED` if set, else the clock; printed.
-pub fn seed(test: &str) -> u64 {
-    let seed = match std::env::var("ATTACK_SEED") {
-        Ok(v) => v.parse().expect("ATTACK_SEED must be a u64"),
-        Err(_) => SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0x5eed),
-    };
-    println!("{test}: seed = {seed} (replay with ATTACK_SEED={seed})");
-    seed
-}
+/// The shared test helpers: a seeded generator, and seeds that are printed (replay with
+/// `ATOMIC_CUCKOO_SEED`).
+#[path = "../common/mod.rs"]
+mod common;
+#[allow(unused_imports)] // attack_builder uses neither.
+pub use common::{seed, Rng};
 
 // ---------------------------------------------------------------- snapshot format
 
