@@ -6,7 +6,7 @@ use std::hash::BuildHasher;
 use crate::bucket_word::{MAX_BITS, MIN_BITS};
 use crate::error::BuildError;
 use crate::filter::CuckooFilter;
-use crate::hashing::DefaultHashBuilder;
+use crate::hasher::DefaultHashBuilder;
 use crate::levels::{GrowthPlan, LevelError, Levels, WidthRule};
 use crate::params;
 use crate::table::{Limits, Table};
@@ -63,7 +63,7 @@ impl Default for Builder {
             expansion: 0,
             max_levels: DEFAULT_MAX_LEVELS,
             huge_pages: true,
-            hasher: DefaultHashBuilder::default(),
+            hasher: DefaultHashBuilder,
         }
     }
 }

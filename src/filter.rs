@@ -5,7 +5,7 @@ use std::hash::{BuildHasher, Hash};
 
 use crate::builder::Builder;
 use crate::error::{InsertError, InsertManyError};
-use crate::hashing::DefaultHashBuilder;
+use crate::hasher::DefaultHashBuilder;
 use crate::levels::Levels;
 use crate::params;
 use crate::table::{Lookup, BATCH};

@@ -46,8 +46,6 @@
 //! like one table of its full size (a chained constant such as `H_(j+1) = 2 H_j + 1` would also
 //! nest, but splits level `j` into independent tables of `2 n_0` buckets, which fill unevenly).
 
-use std::hash::BuildHasher;
-
 /// Largest supported bucket count: bucket indices are derived from 32 hash bits.
 pub(crate) const MAX_BUCKETS: u64 = 1 << 32;
 
@@ -56,48 +54,6 @@ pub(crate) const MIN_BUCKETS: u64 = 2;
 
 /// Odd 64-bit constant (2^64 / golden ratio) that spreads small fingerprints over all bits.
 const FINGERPRINT_MIX: u64 = 0x9E37_79B9_7F4A_7C15;
-
-/// Fixed seeds of the default hasher: the same item hashes the same way in every run.
-const DEFAULT_SEEDS: [u64; 4] = [
-    0x243F_6A88_85A3_08D3,
-    0x1319_8A2E_0370_7344,
-    0xA409_3822_299F_31D0,
-    0x082E_FA98_EC4E_6C89,
-];
-
-/// The default [`BuildHasher`] of a [`CuckooFilter`](crate::CuckooFilter): `ahash` with fixed
-/// seeds.
-///
-/// Fixed seeds make results reproducible: the same items give the same filter (and the same
-/// false positives) in every run of the same build. `ahash` does not promise the same output
-/// across its versions or CPU features, so a filter saved by one build is checked against the
-/// hasher of the build that loads it rather than trusted blindly.
-///
-/// ```
-/// use std::hash::BuildHasher;
-/// use atomic_cuckoo::DefaultHashBuilder;
-///
-/// let a = DefaultHashBuilder::default().hash_one("item");
-/// let b = DefaultHashBuilder::default().hash_one("item");
-/// assert_eq!(a, b);
-/// ```
-#[derive(Clone, Debug)]
-pub struct DefaultHashBuilder(ahash::RandomState);
-
-impl Default for DefaultHashBuilder {
-    fn default() -> Self {
-        let [a, b, c, d] = DEFAULT_SEEDS;
-        DefaultHashBuilder(ahash::RandomState::with_seeds(a, b, c, d))
-    }
-}
-
-impl BuildHasher for DefaultHashBuilder {
-    type Hasher = ahash::AHasher;
-
-    fn build_hasher(&self) -> Self::Hasher {
-        self.0.build_hasher()
-    }
-}
 
 /// Where an item lives: its primary bucket and its fingerprint (never 0; the `Default` value is
 /// only a placeholder in batch arrays).
@@ -258,6 +214,8 @@ impl KeyMapper {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hasher::DefaultHashBuilder;
+    use std::hash::BuildHasher;
 
     fn flat(n: usize, bits: u32) -> KeyMapper {
         KeyMapper::new(Nesting::flat(n, bits))
@@ -500,7 +458,7 @@ mod tests {
     /// must still be spread over their whole range.
     #[test]
     fn bucket_and_fingerprint_come_from_independent_bits() {
-        let hasher = DefaultHashBuilder::default();
+        let hasher = DefaultHashBuilder;
         let m = flat(64, 8);
         let mut per_bucket_fp = vec![[0u32; 256]; 64];
         for i in 0..200_000u64 {

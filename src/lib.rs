@@ -5,7 +5,8 @@
 //! | module | what it holds |
 //! |---|---|
 //! | `bucket_word` | branch-free SWAR operations on one bucket packed in a `u64` |
-//! | `hashing` | [`DefaultHashBuilder`]; item hash → primary bucket, fingerprint, alternate bucket |
+//! | `hasher` | [`DefaultHashBuilder`] (portable: rapidhash V3) and [`AHashBuilder`] (opt-in) |
+//! | `hashing` | item hash → primary bucket, fingerprint, alternate bucket, in nested levels |
 //! | `stripe` | versioned lock stripes: writer pair locks, reader validation, item counters, a save's freeze |
 //! | `table` | one table: lookups (`read`), inserts and removes (`write`), cuckoo paths (`path`) |
 //! | `levels` | growth: append-only levels, published for wait-free readers |
@@ -21,6 +22,7 @@ mod bucket_word;
 mod builder;
 mod error;
 mod filter;
+mod hasher;
 mod hashing;
 mod levels;
 mod params;
@@ -32,7 +34,7 @@ mod table;
 pub use builder::{Builder, DEFAULT_CAPACITY, DEFAULT_MAX_LEVELS};
 pub use error::{BuildError, InsertError, InsertManyError};
 pub use filter::{CuckooFilter, LevelStats};
-pub use hashing::DefaultHashBuilder;
+pub use hasher::{AHashBuilder, DefaultHashBuilder, PortableHasher};
 pub use persist::PersistError;
 
 #[cfg(loom)]

@@ -160,13 +160,13 @@ fn max_levels_reached_is_a_clear_error_and_loses_nothing() {
         .build()
         .unwrap();
     let mut stored = Vec::new();
-    let err = (0u64..)
+    let (refused, err) = (0u64..)
         .find_map(|k| match filter.insert(&k) {
             Ok(()) => {
                 stored.push(k);
                 None
             }
-            Err(e) => Some(e),
+            Err(e) => Some((k, e)),
         })
         .unwrap();
     assert_eq!(err, InsertError::MaxLevelsReached { levels: 3 });
@@ -179,9 +179,9 @@ fn max_levels_reached_is_a_clear_error_and_loses_nothing() {
         stored.len()
     );
     assert!(stored.iter().all(|k| filter.contains(k)));
-    // Still the same error, still nothing lost.
+    // The same item again: still the same error, still nothing lost.
     assert_eq!(
-        filter.insert(&u64::MAX),
+        filter.insert(&refused),
         Err(InsertError::MaxLevelsReached { levels: 3 })
     );
     assert_eq!(filter.len(), stored.len());

@@ -15,7 +15,7 @@ use std::hash::BuildHasher;
 use std::io::{self, Read, Write};
 
 use crate::filter::CuckooFilter;
-use crate::hashing::DefaultHashBuilder;
+use crate::hasher::DefaultHashBuilder;
 use crate::levels::Levels;
 use crate::sync::{AtomicU64, Ordering};
 use crate::table::{BucketWords, Limits, Table, TableShape};
@@ -301,7 +301,7 @@ impl CuckooFilter {
     /// ));
     /// ```
     pub fn read_from<R: Read>(reader: R) -> Result<Self, PersistError> {
-        Self::read_from_with_hasher(reader, DefaultHashBuilder::default())
+        Self::read_from_with_hasher(reader, DefaultHashBuilder)
     }
 
     /// Restores a snapshot made with the default hasher from exactly its bytes.
@@ -312,7 +312,7 @@ impl CuckooFilter {
     /// assert_eq!(restored.capacity(), filter.capacity());
     /// ```
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, PersistError> {
-        Self::from_bytes_with_hasher(bytes, DefaultHashBuilder::default())
+        Self::from_bytes_with_hasher(bytes, DefaultHashBuilder)
     }
 }
 
