@@ -155,11 +155,8 @@ pub struct InsertManyError {
 
 impl fmt::Display for InsertManyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "item {} could not be inserted: {}",
-            self.index, self.error
-        )
+        // The cause is `source()`: error reporters print the chain, so it is not repeated here.
+        write!(f, "item {} of the batch could not be inserted", self.index)
     }
 }
 

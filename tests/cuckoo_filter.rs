@@ -180,3 +180,23 @@ fn full_is_reported_and_removing_makes_room() {
     assert!(f.remove(&stored[0]));
     assert!(f.insert(&stored[0]).is_ok());
 }
+
+/// An error chain prints each cause once: `Display` leaves the cause to `source()`.
+#[test]
+fn error_chains_do_not_repeat_their_cause() {
+    use std::error::Error;
+
+    let full = CuckooFilter::with_capacity(10);
+    let keys: Vec<u64> = (0..1_000).collect();
+    let error = full.insert_many(&keys).unwrap_err();
+    let cause = error.source().expect("the insert error").to_string();
+    assert!(!error.to_string().contains(&cause), "{error}");
+
+    let broken = std::io::Error::other("disk on fire");
+    let error = atomic_cuckoo::PersistError::Io(broken);
+    let cause = error.source().expect("the I/O error").to_string();
+    assert!(!error.to_string().contains(&cause), "{error}");
+
+    let one = atomic_cuckoo::PersistError::TrailingBytes { extra: 1 };
+    assert_eq!(one.to_string(), "1 unexpected byte after the snapshot");
+}

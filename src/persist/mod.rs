@@ -82,8 +82,12 @@ pub enum PersistError {
 impl fmt::Display for PersistError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            PersistError::Io(e) => write!(f, "reading the snapshot failed: {e}"),
+            // The I/O error is `source()`; reporters print the chain, so it is not repeated.
+            PersistError::Io(_) => f.write_str("reading the snapshot failed"),
             PersistError::Truncated => f.write_str("the snapshot is truncated"),
+            PersistError::TrailingBytes { extra: 1 } => {
+                f.write_str("1 unexpected byte after the snapshot")
+            }
             PersistError::TrailingBytes { extra } => {
                 write!(f, "{extra} unexpected bytes after the snapshot")
             }
