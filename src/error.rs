@@ -13,11 +13,14 @@ pub enum InsertError {
     /// kept changing the cuckoo paths this insert found (it retries 16 times), even though a
     /// slot might have been found later; retrying the insert is then worth it.
     Full,
-    /// Every slot of the item's two buckets holds a copy of its fingerprint (the same item
-    /// inserted many times, or items that collide with it completely), while the filter (its
-    /// newest level) still has plenty of room. No cuckoo path can free a slot there, and growing
-    /// would not help the next copy either, so a growing filter does not grow for it. Every
-    /// item stored before is still stored. Use
+    /// No room could be made in the item's buckets while the filter (its newest level) holds
+    /// less than 90 % of the items it is sized for, because both buckets hold only repeated
+    /// items, copies of this item among them: it was inserted many times (a hot key), alone
+    /// or with a few others that share its buckets. Growing would not help, so a growing
+    /// filter does not grow for it: a hot key cannot take all memory. (An item whose
+    /// fingerprint and buckets match a hot key's counts as a copy of it;
+    /// [`contains`](crate::CuckooFilter::contains) already answers `true` for it.) Every item
+    /// stored before is still stored. Use
     /// [`insert_unique`](crate::CuckooFilter::insert_unique) for keys that repeat.
     ItemBucketsFull,
     /// The filter grows, but already has its maximum number of levels (see
@@ -40,8 +43,8 @@ impl fmt::Display for InsertError {
         match *self {
             InsertError::Full => f.write_str("cuckoo filter is full: no free slot reachable"),
             InsertError::ItemBucketsFull => f.write_str(
-                "the item's two buckets are full of copies of its fingerprint \
-                 (the filter itself has room)",
+                "the item's buckets are full of repeated items (copies of it or of keys that \
+                 share its buckets); the filter itself has room",
             ),
             InsertError::MaxLevelsReached { levels } => {
                 write!(f, "cuckoo filter is full at its maximum of {levels} levels")

@@ -18,7 +18,9 @@ use crate::hashing::ItemKey;
 use crate::params;
 use crate::stripe::FreezeGuard;
 use crate::sync::{AtomicUsize, GrowLock, Ordering};
-use crate::table::{Limits, Lookup, Multiset, NoRoom, Placed, Table, TableShape, Unique, BATCH};
+use crate::table::{
+    Limits, Lookup, Multiset, NoRoom, PairState, Placed, Table, TableShape, Unique, BATCH,
+};
 
 /// How each level's fingerprint width is chosen.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -149,6 +151,42 @@ impl GrowthPlan {
     }
 }
 
+#[cfg(not(loom))]
+std::thread_local! {
+    /// Addresses of the `Levels` this thread is freezing now (nested saves of other filters
+    /// are fine; of the same one, a deadlock).
+    static FREEZING: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+// Loom runs its threads on one OS thread: its own thread-locals keep them apart.
+#[cfg(loom)]
+loom::thread_local! {
+    static FREEZING: std::cell::RefCell<Vec<usize>> = std::cell::RefCell::new(Vec::new());
+}
+
+/// This thread's mark on a `Levels` it freezes; removed on drop.
+struct FreezingHere(usize);
+
+impl FreezingHere {
+    /// `None` if this thread already freezes `levels`.
+    fn enter(levels: &Levels) -> Option<Self> {
+        let at = levels as *const Levels as usize;
+        FREEZING.with(|marks| {
+            let mut marks = marks.borrow_mut();
+            (!marks.contains(&at)).then(|| {
+                marks.push(at);
+                FreezingHere(at)
+            })
+        })
+    }
+}
+
+impl Drop for FreezingHere {
+    fn drop(&mut self) {
+        FREEZING.with(|marks| marks.borrow_mut().retain(|&at| at != self.0));
+    }
+}
+
 /// The levels of one filter.
 pub(crate) struct Levels {
     first: Table,
@@ -206,12 +244,19 @@ impl Levels {
     /// be added: the grow lock, then each level frozen, oldest first (the order writers lock
     /// levels in, see `StripeSet::freeze`). Writers sleep until `f` returns; lookups and counts
     /// are not held up.
-    pub(crate) fn frozen<R>(&self, f: impl FnOnce(&[(&Table, &FreezeGuard<'_>)]) -> R) -> R {
+    ///
+    /// `None` when this thread is already inside a `frozen` of these levels (a save whose
+    /// destination saves the same filter): taking the grow lock again would wait forever.
+    pub(crate) fn frozen<R>(
+        &self,
+        f: impl FnOnce(&[(&Table, &FreezeGuard<'_>)]) -> R,
+    ) -> Option<R> {
+        let _this_thread = FreezingHere::enter(self)?;
         let _no_growth = self.grow_lock.lock();
         let tables: Vec<&Table> = self.all().collect();
         let guards: Vec<FreezeGuard<'_>> = tables.iter().map(|t| t.freeze()).collect();
         let held: Vec<(&Table, &FreezeGuard<'_>)> = tables.iter().copied().zip(&guards).collect();
-        f(&held)
+        Some(f(&held))
     }
 
     #[cfg(loom)]
@@ -321,48 +366,51 @@ impl Levels {
     /// Inserts one copy into the newest level, growing when it is full.
     #[inline]
     pub(crate) fn insert(&self, hash: u64) -> Result<(), InsertError> {
-        if self.more.is_empty() {
-            let key = self.first.key(hash);
-            return match self.first.insert(key, Multiset) {
-                Ok(_) => Ok(()),
-                Err(NoRoom) => Err(self.stuck_or(&self.first, key, InsertError::Full)),
-            };
-        }
+        let mut retries = 0;
         loop {
             let levels = self.count();
             let newest = self.level(levels - 1);
             let key = newest.key(hash);
             match newest.insert(key, Multiset) {
                 Ok(_) => return Ok(()),
-                Err(NoRoom) => self.grow_for(levels, newest, key)?,
+                Err(NoRoom) => self.after_no_room(levels, newest, key, &mut retries)?,
             }
         }
     }
 
-    /// `ItemBucketsFull` when the failed insert of `key` into `table` found its two buckets full
-    /// of its own copies while the table has room; `otherwise` when the table is (nearly) full
-    /// or other fingerprints are in the way (another level may well have room for the item).
-    fn stuck_or(&self, table: &Table, key: ItemKey, otherwise: InsertError) -> InsertError {
-        if !table.is_near_capacity() && table.pair_is_full_of_copies(key) {
-            InsertError::ItemBucketsFull
-        } else {
-            otherwise
-        }
-    }
-
-    /// After an insert of `key` found no room in the newest of `seen` levels: grows, unless the
-    /// item is stuck in its own buckets of a level with room. A hot key (one item inserted
-    /// again and again) fills its two buckets in every level; adding levels for it would take
-    /// all memory and still not hold the next copy.
-    fn grow_for(&self, seen: usize, newest: &Table, key: ItemKey) -> Result<(), InsertError> {
-        match self.stuck_or(newest, key, InsertError::Full) {
-            InsertError::Full => self.grow(seen),
-            stuck => Err(stuck),
+    /// After an insert of `key` found no room in the newest of `seen` levels (`newest`): `Ok` to
+    /// try again (a level was added, or a slot was freed meanwhile), or the error to report.
+    ///
+    /// A level that is not near its capacity (90 % of the items it is sized for) is not grown
+    /// for a hot key: an item whose two buckets hold only repeated items, its own copies among
+    /// them (one key inserted again and again, or a few that share buckets). Hot keys fill the
+    /// same buckets in every level, so growing for them would take all memory and still not
+    /// hold the next copy; the insert fails with `ItemBucketsFull` instead, and memory stays at
+    /// most one level above what the other items need. Any other failure grows: a new item
+    /// blocked by others' copies, or a small level that failed early.
+    fn after_no_room(
+        &self,
+        seen: usize,
+        newest: &Table,
+        key: ItemKey,
+        retries: &mut u32,
+    ) -> Result<(), InsertError> {
+        match newest.pair_state(key) {
+            // A remove freed a slot since the search gave up: try again, a few times.
+            PairState::Room if *retries < self.limits.insert_rounds => {
+                *retries += 1;
+                Ok(())
+            }
+            PairState::Room | PairState::RepeatsWithOwnCopies if !newest.is_near_capacity() => {
+                Err(InsertError::ItemBucketsFull)
+            }
+            _ => self.grow(seen),
         }
     }
 
     /// Inserts unless some level (maybe) holds the item already.
     pub(crate) fn insert_unique(&self, hash: u64) -> Result<bool, InsertError> {
+        let mut retries = 0;
         loop {
             let levels = self.count();
             let target = levels - 1;
@@ -385,7 +433,7 @@ impl Levels {
                 Ok(Placed::AlreadyPresent) => return Ok(false),
                 Err(NoRoom) => {
                     let newest = self.level(target);
-                    self.grow_for(levels, newest, newest.key(hash))?;
+                    self.after_no_room(levels, newest, newest.key(hash), &mut retries)?;
                 }
             }
         }

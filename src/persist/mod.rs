@@ -159,7 +159,9 @@ impl<S: BuildHasher> CuckooFilter<S> {
     ///
     /// Writers wait as long as `writer` takes, so write to a buffer or a buffered writer if the
     /// destination is slow. `writer` must not insert into or remove from this filter: on the
-    /// saving thread, that write would wait for the save forever.
+    /// saving thread, that write would wait for the save forever. A save of this same filter
+    /// from inside `writer` (on the saving thread) is refused with an error of kind
+    /// [`io::ErrorKind::Deadlock`] instead of waiting forever.
     ///
     /// ```
     /// use atomic_cuckoo::CuckooFilter;
@@ -175,31 +177,43 @@ impl<S: BuildHasher> CuckooFilter<S> {
     pub fn write_to<W: Write + ?Sized>(&self, writer: &mut W) -> io::Result<()> {
         let check = hasher_check(self.hasher());
         let levels = self.levels_ref();
-        levels.frozen(|tables| {
-            let items = tables.iter().map(|(t, _)| t.len() as u64).sum();
-            let header = Header {
-                plan: *levels.plan(),
-                levels: tables.len() as u32,
-                items,
-                hasher_check: check,
-            };
-            let mut out = WordWriter::new(writer);
-            out.words(header.encode())?;
-            for &(table, held) in tables {
-                let shape = table.shape();
-                let level = LevelHeader {
-                    bits: shape.bits,
-                    buckets: shape.buckets,
-                    items: table.len() as u64,
+        levels
+            .frozen(|tables| {
+                let items = tables.iter().map(|(t, _)| t.len() as u64).sum();
+                let header = Header {
+                    plan: *levels.plan(),
+                    levels: tables.len() as u32,
+                    items,
+                    hasher_check: check,
                 };
-                out.words(level.encode())?;
-                out.words(table.frozen_words(held))?;
-            }
-            out.finish()
-        })
+                let mut out = WordWriter::new(writer);
+                out.words(header.encode())?;
+                for &(table, held) in tables {
+                    let shape = table.shape();
+                    let level = LevelHeader {
+                        bits: shape.bits,
+                        buckets: shape.buckets,
+                        items: table.len() as u64,
+                    };
+                    out.words(level.encode())?;
+                    out.words(table.frozen_words(held))?;
+                }
+                out.finish()
+            })
+            .unwrap_or_else(|| {
+                Err(io::Error::new(
+                io::ErrorKind::Deadlock,
+                "this filter is already being saved on this thread (a save inside its own save)",
+            ))
+            })
     }
 
     /// The snapshot as bytes (see [`write_to`](CuckooFilter::write_to)).
+    ///
+    /// # Panics
+    ///
+    /// If called on the thread that is saving this same filter, from inside the save's
+    /// destination (see [`write_to`](CuckooFilter::write_to)).
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
@@ -208,8 +222,10 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// ```
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut bytes = Vec::with_capacity(self.snapshot_size());
-        self.write_to(&mut bytes)
-            .expect("writing to a Vec cannot fail");
+        // Writing to a Vec cannot fail; a save inside this filter's own save can.
+        if let Err(e) = self.write_to(&mut bytes) {
+            panic!("to_bytes: {e}");
+        }
         bytes
     }
 

@@ -17,7 +17,7 @@ use crate::sync::{AtomicU64, Ordering};
 pub(crate) use batch::BATCH;
 pub(crate) use read::Lookup;
 pub(crate) use storage::BucketWords;
-pub(crate) use write::{Multiset, NoRoom, Placed, Unique};
+pub(crate) use write::{Multiset, NoRoom, PairState, Placed, Unique};
 
 /// Bounds on the work of one operation (guarantees 2 and 3: readers finish in a bounded number
 /// of steps, and an insert that finds no room gives up without having changed anything).

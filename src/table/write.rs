@@ -15,6 +15,19 @@ pub(crate) enum Placed {
     AlreadyPresent,
 }
 
+/// What an item's two buckets hold, as `Table::pair_state` saw them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PairState {
+    /// A lane is free.
+    Room,
+    /// Full, of repeated fingerprints only (each at least twice), the item's own among them:
+    /// the item is a hot key, and the fingerprints there can only move between buckets as
+    /// full of them.
+    RepeatsWithOwnCopies,
+    /// Full, with other fingerprints: a cuckoo path in a larger table would free a slot.
+    Crowded,
+}
+
 /// No room could be found within the search limits; the table is as it was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct NoRoom;
@@ -133,23 +146,38 @@ impl Table {
         None
     }
 
-    /// Whether every lane of the key's two buckets holds the key's own fingerprint (its copies,
-    /// or those of items that collide with it completely): then no cuckoo path can free a slot
-    /// for it, since every fingerprint there can only move to the other of the two buckets.
-    pub(crate) fn pair_is_full_of_copies(&self, key: ItemKey) -> bool {
+    /// What the key's two buckets hold now, read in one go under their stripes: room, only
+    /// repeated items among which the key's own copies, or anything else.
+    pub(crate) fn pair_state(&self, key: ItemKey) -> PairState {
         let (a, b) = self.buckets_of(key);
         let _guard = self.stripes.lock_pair_to_read(a, b);
-        let (layout, fp) = (&self.layout, key.fingerprint);
+        let layout = &self.layout;
         // Relaxed: we hold both stripes, and the lock's Acquire made the last writes visible.
-        let (word_a, word_b) = (
-            self.word(a).load(Ordering::Relaxed),
-            self.word(b).load(Ordering::Relaxed),
-        );
-        layout.count(word_a, fp) == layout.slots() && layout.count(word_b, fp) == layout.slots()
+        let words = [a, b].map(|bucket| self.word(bucket).load(Ordering::Relaxed));
+        let in_pair = |fp| {
+            let second = if b == a {
+                0
+            } else {
+                layout.count(words[1], fp)
+            };
+            layout.count(words[0], fp) + second
+        };
+        if words.iter().any(|&w| layout.first_empty(w).is_some()) {
+            return PairState::Room;
+        }
+        let only_repeats = words.iter().all(|&word| {
+            layout
+                .lane_shifts()
+                .all(|shift| in_pair(layout.lane(word, shift)) >= 2)
+        });
+        if only_repeats && in_pair(key.fingerprint) > 0 {
+            PairState::RepeatsWithOwnCopies
+        } else {
+            PairState::Crowded
+        }
     }
 
-    /// Whether the table holds at least 90 % of the items it is sized for: below that, a failed
-    /// insert of an item whose buckets are full of its copies means a hot key, not a full table.
+    /// Whether the table holds at least 90 % of the items it is sized for.
     pub(crate) fn is_near_capacity(&self) -> bool {
         let sized_for = self.slots() as f64 * crate::params::sizing_load(self.layout.bits());
         self.len() as f64 >= 0.9 * sized_for
