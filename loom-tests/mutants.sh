@@ -23,12 +23,12 @@ for mutant in "${mutants[@]}"; do
     log="$target/mutant.log"
     echo "=== mutant $mutant"
     if ! RUSTFLAGS="$flags" CARGO_TARGET_DIR="$target" \
-        cargo test -p loom-tests --release --no-run; then
+        cargo test -p loom-tests --features models --release --no-run; then
         echo "mutant $mutant does not build: that proves nothing" >&2
         exit 2
     fi
     RUSTFLAGS="$flags" CARGO_TARGET_DIR="$target" LOOM_MAX_PREEMPTIONS="$preemptions" \
-        cargo test -p loom-tests --release --no-fail-fast -- --nocapture >"$log" 2>&1
+        cargo test -p loom-tests --features models --release --no-fail-fast -- --nocapture >"$log" 2>&1
     status=$?
     caught_by=$(grep -E "^thread '.*' \([0-9]+\) panicked at loom-tests/tests/" "$log" |
         sed -E "s/^thread '([^']*)'.*/\1/" | sort -u)

@@ -1,7 +1,7 @@
 //! Helpers for the loom model checks of atomic-cuckoo (the models are in `tests/`).
 //!
 //! Everything here is compiled only with `--cfg loom`:
-//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p loom-tests --release`.
+//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p loom-tests --features models --release`.
 #![cfg(loom)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Prints the throughput table and the issue's target ratios from one `cargo bench --bench filters`
-run (criterion's JSON under target/criterion). Usage: python3 benches/report.py [criterion_dir]"""
+run (criterion's JSON under target/criterion). Usage: python3 peer-benches/benches/report.py [criterion_dir]"""
 
 import json
 import pathlib
