@@ -3,6 +3,7 @@
 
 mod attack2_util;
 mod common;
+use common::HeldWriter;
 
 use std::io::{self, Write};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -12,7 +13,7 @@ use std::thread;
 use std::time::Duration;
 
 use atomic_cuckoo::CuckooFilter;
-use attack2_util::{finishes_within, watchdog, HeldWriter};
+use attack2_util::{finishes_within, watchdog};
 
 const LIMIT: Duration = Duration::from_secs(10);
 

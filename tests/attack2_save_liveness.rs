@@ -4,6 +4,7 @@
 
 mod attack2_util;
 mod common;
+use common::HeldWriter;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -11,7 +12,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use atomic_cuckoo::CuckooFilter;
-use attack2_util::{watchdog, HeldWriter};
+use attack2_util::watchdog;
 
 /// One writer, and savers that call `to_bytes` back to back (a checkpoint loop, or several
 /// clients asking for a snapshot). Each save opens the gate for an instant before the next one

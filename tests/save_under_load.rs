@@ -10,7 +10,6 @@
 
 mod common;
 
-use std::io::{self, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Barrier, Mutex, MutexGuard};
 use std::thread;
@@ -27,29 +26,6 @@ fn one_at_a_time() -> MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A writer whose first `write` call reports that the save has begun writing, then waits until
-/// it is released (or the release side is dropped).
-struct HeldWriter {
-    bytes: Vec<u8>,
-    entered: Option<mpsc::Sender<()>>,
-    release: mpsc::Receiver<()>,
-}
-
-impl Write for HeldWriter {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if let Some(entered) = self.entered.take() {
-            let _ = entered.send(());
-            let _ = self.release.recv();
-        }
-        self.bytes.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
 /// Starts `filter.write_to` on a thread of `s` into a [`HeldWriter`], waits until the save is
 /// writing (so it is in progress), runs `probe`, then releases the save and returns the snapshot
 /// bytes. The save is released even if `probe` panics (the release channel is dropped).
@@ -58,14 +34,8 @@ fn while_saving<'scope, 'env, R>(
     filter: &'env CuckooFilter,
     probe: impl FnOnce() -> R,
 ) -> (R, Vec<u8>) {
-    let (entered_tx, entered_rx) = mpsc::channel();
-    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let (mut out, entered_rx, release_tx) = common::HeldWriter::new();
     let saver = s.spawn(move || {
-        let mut out = HeldWriter {
-            bytes: Vec::new(),
-            entered: Some(entered_tx),
-            release: release_rx,
-        };
         filter.write_to(&mut out).unwrap();
         out.bytes
     });

@@ -35,45 +35,6 @@ pub fn watchdog<T: Send + 'static>(
         .unwrap_or_else(|| panic!("DEADLOCK (or livelock): {what} did not finish within {limit:?}"))
 }
 
-/// A destination whose first `write` reports that the save reached it, then blocks until it is
-/// released (or the release side is dropped).
-pub struct HeldWriter {
-    pub reached: Option<mpsc::Sender<()>>,
-    pub release: mpsc::Receiver<()>,
-    pub bytes: Vec<u8>,
-}
-
-impl HeldWriter {
-    /// The writer, a receiver told when the save reached its first write, and the release.
-    pub fn new() -> (Self, mpsc::Receiver<()>, mpsc::Sender<()>) {
-        let (reached_tx, reached_rx) = mpsc::channel();
-        let (release_tx, release_rx) = mpsc::channel();
-        (
-            HeldWriter {
-                reached: Some(reached_tx),
-                release: release_rx,
-                bytes: Vec::new(),
-            },
-            reached_rx,
-            release_tx,
-        )
-    }
-}
-
-impl Write for HeldWriter {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if let Some(reached) = self.reached.take() {
-            let _ = reached.send(());
-            let _ = self.release.recv();
-        }
-        self.bytes.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
 /// A destination that sleeps in every `write`.
 pub struct SlowWriter {
     pub delay: Duration,

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+use std::io::{self, Write};
+use std::sync::mpsc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// SplitMix64: a tiny, fast, seedable generator (good enough to pick test keys and operations).
@@ -94,4 +96,43 @@ pub fn assert_racing_insert_unique_adds_each_key_once(
         assert_eq!(filter.count(k), 1);
     }
     assert_eq!(filter.len(), keys.len());
+}
+
+/// A destination whose first `write` reports that the save reached it, then blocks until it is
+/// released (or the release side is dropped).
+pub struct HeldWriter {
+    pub reached: Option<mpsc::Sender<()>>,
+    pub release: mpsc::Receiver<()>,
+    pub bytes: Vec<u8>,
+}
+
+impl HeldWriter {
+    /// The writer, a receiver told when the save reached its first write, and the release.
+    pub fn new() -> (Self, mpsc::Receiver<()>, mpsc::Sender<()>) {
+        let (reached_tx, reached_rx) = mpsc::channel();
+        let (release_tx, release_rx) = mpsc::channel();
+        (
+            HeldWriter {
+                reached: Some(reached_tx),
+                release: release_rx,
+                bytes: Vec::new(),
+            },
+            reached_rx,
+            release_tx,
+        )
+    }
+}
+
+impl Write for HeldWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if let Some(reached) = self.reached.take() {
+            let _ = reached.send(());
+            let _ = self.release.recv();
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
