@@ -263,14 +263,11 @@ impl<S: BuildHasher> CuckooFilter<S> {
             let shape = header
                 .plan
                 .level_shape(i)
-                .map_err(|_| PersistError::InvalidParameter {
+                .ok()
+                .filter(|s| (s.buckets, s.bits) == (level.buckets, level.bits))
+                .ok_or(PersistError::InvalidParameter {
                     field: "level shape (not the plan's)",
                 })?;
-            if (shape.buckets, shape.bits) != (level.buckets, level.bits) {
-                return Err(PersistError::InvalidParameter {
-                    field: "level shape (not the plan's)",
-                });
-            }
             tables.push(input.table(level, shape)?);
             total += level.items;
         }

@@ -25,14 +25,6 @@ impl Table {
         )
     }
 
-    /// Both bucket words, for a caller that holds their stripes.
-    fn load_pair_relaxed(&self, a: usize, b: usize) -> (u64, u64) {
-        (
-            self.word(a).load(Ordering::Relaxed),
-            self.word(b).load(Ordering::Relaxed),
-        )
-    }
-
     /// Whether either word holds `fp`.
     #[inline]
     fn holds_either(&self, (first, second): (u64, u64), fp: u64) -> bool {
@@ -139,7 +131,7 @@ impl Table {
                 let _guard = self.stripes.lock_pair_to_read(a, b);
                 // Relaxed: we hold both stripes, and the lock's Acquire made the last writes
                 // visible.
-                self.holds_either(self.load_pair_relaxed(a, b), key.fingerprint)
+                self.count_in(a, b, key.fingerprint, Ordering::Relaxed) > 0
             }
         }
     }
@@ -167,7 +159,7 @@ impl Table {
         self.count_in(a, b, fp, Ordering::Relaxed)
     }
 
-    fn count_in(&self, a: usize, b: usize, fp: u64, order: Ordering) -> usize {
+    pub(super) fn count_in(&self, a: usize, b: usize, fp: u64, order: Ordering) -> usize {
         let in_a = self.layout.count(self.word(a).load(order), fp);
         let in_b = if b == a {
             0

@@ -154,14 +154,7 @@ impl Table {
         let layout = &self.layout;
         // Relaxed: we hold both stripes, and the lock's Acquire made the last writes visible.
         let words = [a, b].map(|bucket| self.word(bucket).load(Ordering::Relaxed));
-        let in_pair = |fp| {
-            let second = if b == a {
-                0
-            } else {
-                layout.count(words[1], fp)
-            };
-            layout.count(words[0], fp) + second
-        };
+        let in_pair = |fp| self.count_in(a, b, fp, Ordering::Relaxed);
         if words.iter().any(|&w| layout.first_empty(w).is_some()) {
             return PairState::Room;
         }
