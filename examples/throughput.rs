@@ -140,12 +140,12 @@ fn main() {
         }
     };
     let threads = args.threads;
-    let target = ((filter.capacity() as f64 * args.fill) as usize).max(threads);
+    let target = ((filter.slots() as f64 * args.fill) as usize).max(threads);
     println!(
         "filter for {} items: {}-bit fingerprints, {} slots, {:.1} MiB; {threads} threads, fill to {:.0} % ({target} items)",
         args.items,
         filter.fingerprint_bits(),
-        filter.capacity(),
+        filter.slots(),
         filter.memory_usage() as f64 / (1 << 20) as f64,
         args.fill * 100.0
     );

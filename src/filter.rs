@@ -16,8 +16,10 @@ use crate::table::{Lookup, BATCH};
 pub struct LevelStats {
     /// Items stored in the level.
     pub len: usize,
-    /// Fingerprint slots of the level.
+    /// Items the level is sized for (see [`CuckooFilter::capacity`]).
     pub capacity: usize,
+    /// Fingerprint slots of the level.
+    pub slots: usize,
     /// Fingerprint width of the level.
     pub fingerprint_bits: u32,
     /// Bytes of heap memory of the level (table and lock stripes).
@@ -29,8 +31,8 @@ pub struct LevelStats {
 /// A concurrent cuckoo filter: an approximate set with deletions, shared by reference
 /// (typically `Arc<CuckooFilter>`) between any number of threads.
 ///
-/// Every operation takes `&self` except [`clear`](CuckooFilter::clear). Lookups are wait-free;
-/// writers lock only the two stripes of the buckets they change.
+/// Every operation takes `&self`. Lookups are wait-free; writers lock only the two stripes of the
+/// buckets they change.
 ///
 /// # Semantics
 ///
@@ -95,10 +97,7 @@ impl CuckooFilter {
     /// assert!(filter.is_empty());
     /// ```
     pub fn with_capacity(items: usize) -> Self {
-        match Builder::default().capacity(items.max(1)).build() {
-            Ok(filter) => filter,
-            Err(e) => panic!("CuckooFilter::with_capacity({items}): {e}"),
-        }
+        CuckooFilter::with_capacity_and_hasher(items, DefaultHashBuilder)
     }
 
     /// A [`Builder`] with default settings.
@@ -113,6 +112,33 @@ impl CuckooFilter {
     /// ```
     pub fn builder() -> Builder {
         Builder::default()
+    }
+}
+
+impl<S: BuildHasher> CuckooFilter<S> {
+    /// A filter for `items` items at the default false-positive rate (1 %) that hashes with
+    /// `hasher`, like `HashSet::with_capacity_and_hasher`. `0` gives the smallest filter.
+    ///
+    /// # Panics
+    ///
+    /// As [`with_capacity`](CuckooFilter::with_capacity).
+    ///
+    /// ```
+    /// use atomic_cuckoo::{AHashBuilder, CuckooFilter};
+    ///
+    /// let filter = CuckooFilter::with_capacity_and_hasher(1_000, AHashBuilder::default());
+    /// filter.insert("fast, not portable").unwrap();
+    /// assert!(filter.capacity() >= 1_000);
+    /// ```
+    pub fn with_capacity_and_hasher(items: usize, hasher: S) -> Self {
+        match Builder::default()
+            .capacity(items.max(1))
+            .hasher(hasher)
+            .build()
+        {
+            Ok(filter) => filter,
+            Err(e) => panic!("CuckooFilter::with_capacity_and_hasher({items}): {e}"),
+        }
     }
 }
 
@@ -143,14 +169,41 @@ impl<S> CuckooFilter<S> {
         self.len() == 0
     }
 
-    /// Total fingerprint slots (buckets × slots per bucket) in all levels. The filter is sized so
-    /// that this is somewhat more than the capacity it was built for.
+    /// Number of distinct items the filter holds without failing (or, when it grows, without
+    /// adding a level), like `HashSet::capacity`: at least the capacity it was built for, and
+    /// `capacity() - len()` more items always fit.
+    ///
+    /// A level is sized for its slots times the load its fingerprint width is built for
+    /// (90–95 %, see the README's parameter table). A growing filter inserts only into its
+    /// newest level, so its capacity is the items its older levels hold plus what the newest
+    /// is sized for. Repeated copies of one item count like distinct items, but an item's own
+    /// two buckets hold at most `2 ×` slots-per-bucket copies of it
+    /// ([`InsertError::ItemBucketsFull`]).
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(1_000);
     /// assert!(filter.capacity() >= 1_000);
+    /// assert!(filter.capacity() < filter.slots());
+    /// for i in 0..filter.capacity() {
+    ///     filter.insert(&i).unwrap();
+    /// }
     /// ```
     pub fn capacity(&self) -> usize {
+        self.levels.item_capacity()
+    }
+
+    /// Total fingerprint slots (buckets × slots per bucket) in all levels: the most items the
+    /// tables could ever hold, more than [`capacity`](CuckooFilter::capacity).
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::CuckooFilter::builder()
+    ///     .capacity(1_000)
+    ///     .fingerprint_bits(16) // four slots per bucket
+    ///     .build()?;
+    /// assert_eq!(filter.slots() % 4, 0);
+    /// # Ok::<(), atomic_cuckoo::BuildError>(())
+    /// ```
+    pub fn slots(&self) -> usize {
         self.levels.slots()
     }
 
@@ -176,7 +229,8 @@ impl<S> CuckooFilter<S> {
                 let load = t.len() as f64 / t.slots() as f64;
                 LevelStats {
                     len: t.len(),
-                    capacity: t.slots(),
+                    capacity: t.item_capacity(),
+                    slots: t.slots(),
                     fingerprint_bits: t.layout().bits(),
                     memory_usage: t.heap_bytes(),
                     false_positive_rate: params::expected_false_positive_rate(
@@ -199,14 +253,14 @@ impl<S> CuckooFilter<S> {
         self.levels.count()
     }
 
-    /// `len() / capacity()`.
+    /// The share of slots in use: `len() / slots()`.
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(1_000);
     /// assert_eq!(filter.load_factor(), 0.0);
     /// ```
     pub fn load_factor(&self) -> f64 {
-        self.len() as f64 / self.capacity() as f64
+        self.len() as f64 / self.slots() as f64
     }
 
     /// Expected probability that `contains` returns `true` for an item that was never inserted,
@@ -252,17 +306,55 @@ impl<S> CuckooFilter<S> {
         &self.hasher
     }
 
-    /// Removes every item, and the levels a growing filter added. Takes `&mut self`: no other
-    /// thread can be using the filter.
+    /// Removes every item. Callable through an `Arc` while other threads use the filter.
+    ///
+    /// Consistent like a save ([`write_to`](CuckooFilter::write_to)): writers wait until the
+    /// clear is over, so an insert either ends before it (and is cleared) or starts after it
+    /// (and stays). Lookups do not wait; one that overlaps the clear may still find some of the
+    /// items being cleared.
+    ///
+    /// A growing filter keeps its levels, empty (their memory cannot be freed while other
+    /// threads may read them), and goes on inserting into the newest: its
+    /// [`capacity`](CuckooFilter::capacity) becomes that level's. To go back to one level and
+    /// free the rest, call [`shrink_to_fit`](CuckooFilter::shrink_to_fit) once the filter is
+    /// no longer shared.
+    ///
+    /// # Panics
+    ///
+    /// If called by the writer of a save of this same filter (it would store half-cleared
+    /// data).
     ///
     /// ```
-    /// let mut filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
+    /// use std::sync::Arc;
+    ///
+    /// let filter = Arc::new(atomic_cuckoo::CuckooFilter::with_capacity(100));
     /// filter.insert("x").unwrap();
-    /// filter.clear();
+    /// let shared = Arc::clone(&filter);
+    /// std::thread::spawn(move || shared.clear()).join().unwrap();
     /// assert!(filter.is_empty() && !filter.contains("x"));
     /// ```
-    pub fn clear(&mut self) {
+    pub fn clear(&self) {
         self.levels.clear();
+    }
+
+    /// Frees the levels a growing filter added, newest first, as long as they are empty (the
+    /// first level always stays). Takes `&mut self`: no other thread may be reading them.
+    ///
+    /// ```
+    /// let mut filter = atomic_cuckoo::CuckooFilter::builder()
+    ///     .capacity(100)
+    ///     .expansion(2)
+    ///     .build()?;
+    /// filter.insert_many(0..1_000u32).unwrap();
+    /// let grown = filter.memory_usage();
+    /// filter.clear();
+    /// filter.shrink_to_fit();
+    /// assert_eq!(filter.levels(), 1);
+    /// assert!(filter.memory_usage() < grown);
+    /// # Ok::<(), atomic_cuckoo::BuildError>(())
+    /// ```
+    pub fn shrink_to_fit(&mut self) {
+        self.levels.shrink_to_fit();
     }
 
     pub(crate) fn levels_ref(&self) -> &Levels {
@@ -322,8 +414,9 @@ impl<S: BuildHasher> CuckooFilter<S> {
         self.levels.lookup(self.hash_of(item)) != Lookup::Absent
     }
 
-    /// Looks up many items at once: `results` is cleared and receives one answer per item, in
-    /// order, each exactly what [`contains`](CuckooFilter::contains) would say.
+    /// Looks up many items at once (any `IntoIterator`: a slice, a `Vec`, an iterator):
+    /// `results` is cleared and receives one answer per item, in order, each exactly what
+    /// [`contains`](CuckooFilter::contains) would say.
     ///
     /// Faster than one `contains` per item, most of all when the table is larger than the CPU
     /// caches: the buckets of 64 items are fetched together, so their memory latencies overlap.
@@ -337,22 +430,43 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// filter.contains_many(&[1u32, 2, 3], &mut found);
     /// assert!(found[0] && found[2]);
     /// ```
-    pub fn contains_many<T: Hash>(&self, items: &[T], results: &mut Vec<bool>) {
+    pub fn contains_many<I>(&self, items: I, results: &mut Vec<bool>)
+    where
+        I: IntoIterator,
+        I::Item: Hash,
+    {
         results.clear();
-        results.reserve(items.len());
+        let mut items = items.into_iter();
+        results.reserve(items.size_hint().0);
         let mut hashes = [0u64; BATCH];
         let mut answers = [Lookup::Absent; BATCH];
-        for chunk in items.chunks(BATCH) {
-            let n = chunk.len();
-            for (hash, item) in hashes.iter_mut().zip(chunk) {
-                *hash = self.hash_of(item);
+        loop {
+            let n = self.hash_batch(&mut items, &mut hashes);
+            if n == 0 {
+                return;
             }
             self.levels.lookup_batch(&hashes[..n], &mut answers[..n]);
             results.extend(answers[..n].iter().map(|&a| a != Lookup::Absent));
         }
     }
 
-    /// Inserts every item, in order (each one copy, as [`insert`](CuckooFilter::insert)).
+    /// Hashes up to `BATCH` items from `items` into `hashes`; returns how many.
+    #[inline]
+    fn hash_batch<T: Hash>(
+        &self,
+        items: &mut impl Iterator<Item = T>,
+        hashes: &mut [u64; BATCH],
+    ) -> usize {
+        let mut n = 0;
+        for (hash, item) in hashes.iter_mut().zip(items) {
+            *hash = self.hash_of(&item);
+            n += 1;
+        }
+        n
+    }
+
+    /// Inserts every item of any `IntoIterator`, in order (each one copy, as
+    /// [`insert`](CuckooFilter::insert)).
     /// Faster than one `insert` per item for tables larger than the CPU caches: each batch's
     /// buckets are fetched together before its items are placed.
     ///
@@ -364,20 +478,27 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// filter.insert_many(&["a", "b", "c"]).unwrap();
     /// assert!(filter.contains("b"));
     /// ```
-    pub fn insert_many<T: Hash>(&self, items: &[T]) -> Result<(), InsertManyError> {
+    pub fn insert_many<I>(&self, items: I) -> Result<(), InsertManyError>
+    where
+        I: IntoIterator,
+        I::Item: Hash,
+    {
+        let mut items = items.into_iter();
         let mut hashes = [0u64; BATCH];
-        for (c, chunk) in items.chunks(BATCH).enumerate() {
-            for (hash, item) in hashes.iter_mut().zip(chunk) {
-                *hash = self.hash_of(item);
+        let mut done = 0;
+        loop {
+            let n = self.hash_batch(&mut items, &mut hashes);
+            if n == 0 {
+                return Ok(());
             }
             self.levels
-                .insert_batch(&hashes[..chunk.len()])
+                .insert_batch(&hashes[..n])
                 .map_err(|(i, error)| InsertManyError {
-                    index: c * BATCH + i,
+                    index: done + i,
                     error,
                 })?;
+            done += n;
         }
-        Ok(())
     }
 
     /// Removes one copy of `item`; returns whether a copy was found.
@@ -416,6 +537,7 @@ impl<S> fmt::Debug for CuckooFilter<S> {
         f.debug_struct("CuckooFilter")
             .field("len", &self.len())
             .field("capacity", &self.capacity())
+            .field("slots", &self.slots())
             .field("load_factor", &self.load_factor())
             .field("levels", &self.levels())
             .field("fingerprint_bits", &shape.bits)
@@ -424,5 +546,96 @@ impl<S> fmt::Debug for CuckooFilter<S> {
             .field("stripes", &shape.stripes)
             .field("memory_usage", &self.memory_usage())
             .finish()
+    }
+}
+
+impl<S: Clone> Clone for CuckooFilter<S> {
+    /// A deep copy of one consistent state: taken like a save (writers wait while it copies,
+    /// lookups do not), so every insert either ended before the copy (and is in it) or started
+    /// after it (and is not).
+    ///
+    /// # Panics
+    ///
+    /// If memory for the copy runs out, or if called by the writer of a save of this same
+    /// filter.
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
+    /// filter.insert("a").unwrap();
+    /// let copy = filter.clone();
+    /// filter.insert("b").unwrap();
+    /// assert!(copy.contains("a") && copy.len() == 1);
+    /// ```
+    fn clone(&self) -> Self {
+        CuckooFilter::from_parts(self.levels.deep_copy(), self.hasher.clone())
+    }
+}
+
+impl<S: BuildHasher + Default> Default for CuckooFilter<S> {
+    /// A filter with the [`Builder`]'s defaults: room for
+    /// [`DEFAULT_CAPACITY`](crate::DEFAULT_CAPACITY) items at a 1 % false-positive rate, no
+    /// growth.
+    ///
+    /// # Panics
+    ///
+    /// If the table cannot be allocated.
+    ///
+    /// ```
+    /// let filter: atomic_cuckoo::CuckooFilter = Default::default();
+    /// assert!(filter.capacity() >= atomic_cuckoo::DEFAULT_CAPACITY);
+    /// ```
+    fn default() -> Self {
+        CuckooFilter::with_capacity_and_hasher(crate::DEFAULT_CAPACITY, S::default())
+    }
+}
+
+/// Any hashable item, so references too: `Extend<T>` and `Extend<&T>` are both this impl.
+impl<T: Hash, S: BuildHasher> Extend<T> for CuckooFilter<S> {
+    /// Inserts every item (as [`insert_many`](CuckooFilter::insert_many)).
+    ///
+    /// # Panics
+    ///
+    /// If an item cannot be inserted (the filter is full, or the item's buckets are). Use
+    /// [`insert_many`](CuckooFilter::insert_many) to handle that as an error.
+    ///
+    /// ```
+    /// let mut filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
+    /// filter.extend(["a", "b"]);
+    /// filter.extend(&[1u8, 2]);
+    /// assert!(filter.contains("b") && filter.contains(&2u8));
+    /// ```
+    fn extend<I: IntoIterator<Item = T>>(&mut self, items: I) {
+        if let Err(e) = self.insert_many(items) {
+            panic!("CuckooFilter::extend: {e}");
+        }
+    }
+}
+
+impl<T: Hash, S: BuildHasher + Default> FromIterator<T> for CuckooFilter<S> {
+    /// A filter sized for the items (their count, at the default 1 % rate, no growth) that
+    /// holds one copy of each, as if inserted one by one.
+    ///
+    /// # Panics
+    ///
+    /// If the table cannot be allocated, or one item repeats more often than its two buckets
+    /// hold ([`InsertError::ItemBucketsFull`]).
+    ///
+    /// ```
+    /// use atomic_cuckoo::CuckooFilter;
+    ///
+    /// let filter: CuckooFilter = (0..1_000u32).collect();
+    /// assert_eq!(filter.len(), 1_000);
+    /// assert!(filter.capacity() >= 1_000 && filter.contains(&999u32));
+    /// ```
+    fn from_iter<I: IntoIterator<Item = T>>(items: I) -> Self {
+        let hasher = S::default();
+        let hashes: Vec<u64> = items.into_iter().map(|i| hasher.hash_one(&i)).collect();
+        let filter = CuckooFilter::with_capacity_and_hasher(hashes.len(), hasher);
+        for batch in hashes.chunks(BATCH) {
+            if let Err((_, e)) = filter.levels.insert_batch(batch) {
+                panic!("CuckooFilter::from_iter: {e}");
+            }
+        }
+        filter
     }
 }

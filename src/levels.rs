@@ -3,8 +3,9 @@
 //! Level 0 is built with the filter. When an insert finds the newest level full and growth is
 //! configured, a new level of `factor ×` the previous capacity is allocated under a cold-path
 //! lock and published by a Release store of the level count. Levels are append-only and never
-//! freed while the filter is shared (only `clear(&mut self)` drops them), so readers need no
-//! reclamation scheme and never wait: they load the count and look at every published level.
+//! freed while the filter is shared (only `shrink_to_fit(&mut self)` drops empty ones), so
+//! readers need no reclamation scheme and never wait: they load the count and look at every
+//! published level.
 //!
 //! Inserts go to the newest level; lookups, counts and removes look at every level, newest
 //! first. `insert_unique` uses the item's level-0 bucket pair as a gate: holding its stripes,
@@ -187,6 +188,9 @@ impl Drop for FreezingHere {
     }
 }
 
+/// Why a whole-filter operation refuses to run inside a save of the same filter.
+const NESTED: &str = "a filter cannot be cleared or cloned by the writer of its own save";
+
 /// The levels of one filter.
 pub(crate) struct Levels {
     first: Table,
@@ -221,10 +225,15 @@ impl Levels {
 
     /// A filter's levels as restored from a snapshot: `tables` (at least one, at most
     /// `plan.max_levels`) all published.
-    pub(crate) fn restore(plan: GrowthPlan, tables: Vec<Table>, limits: Limits) -> Self {
+    pub(crate) fn restore(
+        plan: GrowthPlan,
+        tables: Vec<Table>,
+        limits: Limits,
+        huge_pages: bool,
+    ) -> Self {
         let mut tables = tables.into_iter();
         let first = tables.next().expect("a snapshot has at least one level");
-        let levels = Levels::new(first, plan, limits, true);
+        let levels = Levels::new(first, plan, limits, huge_pages);
         let mut published = 1;
         for (slot, table) in levels.more.iter().zip(tables) {
             if slot.set(table).is_err() {
@@ -492,6 +501,25 @@ impl Levels {
         self.all().map(Table::slots).sum()
     }
 
+    /// Distinct items the levels hold before an insert adds a level: what the older levels
+    /// hold now (inserts go only to the newest, so their free slots stay free) plus what the
+    /// newest level is sized for.
+    pub(crate) fn item_capacity(&self) -> usize {
+        let newest = self.count() - 1;
+        let older: usize = (0..newest).map(|i| self.level(i).len()).sum();
+        older + self.level(newest).item_capacity()
+    }
+
+    /// Drops the newest levels while they are empty, keeping the first; exclusive access.
+    pub(crate) fn shrink_to_fit(&mut self) {
+        let mut published = self.count();
+        while published > 1 && self.level(published - 1).len() == 0 {
+            self.more[published - 2].take();
+            published -= 1;
+        }
+        self.published.store(published, Ordering::Relaxed);
+    }
+
     /// Heap memory of all levels and the level slots.
     pub(crate) fn heap_bytes(&self) -> usize {
         self.all().map(Table::heap_bytes).sum::<usize>() + std::mem::size_of_val(&*self.more)
@@ -509,12 +537,38 @@ impl Levels {
         1.0 - miss_all
     }
 
-    /// Back to one empty level; exclusive access.
-    pub(crate) fn clear(&mut self) {
-        self.first.clear();
-        for slot in self.more.iter_mut() {
-            slot.take();
-        }
-        self.published.store(1, Ordering::Relaxed);
+    /// Empties every level, keeping them all: freeing a level would need every reader gone,
+    /// and unpublishing one would strand a writer that chose it before the clear (see
+    /// `shrink_to_fit`). Writers wait meanwhile, as for a save; readers do not.
+    ///
+    /// # Panics
+    ///
+    /// When this thread is saving the same filter (the save's writer called it): the save
+    /// would store half-cleared levels.
+    pub(crate) fn clear(&self) {
+        self.frozen(|tables| {
+            for (table, frozen) in tables {
+                table.clear_frozen(frozen);
+            }
+        })
+        .unwrap_or_else(|| panic!("{}", NESTED));
+    }
+
+    /// A deep copy of one consistent state (taken like a save), with the same plan and limits.
+    ///
+    /// # Panics
+    ///
+    /// When this thread is saving the same filter (see `frozen`), or memory runs out.
+    pub(crate) fn deep_copy(&self) -> Levels {
+        let tables = self
+            .frozen(|tables| {
+                tables
+                    .iter()
+                    .map(|(table, frozen)| table.copy_frozen(frozen, self.huge_pages))
+                    .collect::<Result<Vec<Table>, _>>()
+            })
+            .unwrap_or_else(|| panic!("{}", NESTED))
+            .unwrap_or_else(|e| panic!("copying a filter: {} bytes unavailable", e.bytes));
+        Levels::restore(self.plan, tables, self.limits, self.huge_pages)
     }
 }

@@ -177,7 +177,7 @@ pub fn tiny_levels_filter(
         base_capacity: 2,
         width: WidthRule::Fixed(32),
     };
-    CuckooFilter::from_parts(Levels::restore(plan, tables, limits), PassThrough)
+    CuckooFilter::from_parts(Levels::restore(plan, tables, limits, false), PassThrough)
 }
 
 /// The item (hash) whose primary bucket in level `level` is `primary` and whose fingerprint

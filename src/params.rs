@@ -61,6 +61,24 @@ pub(crate) fn buckets_for(items: usize, bits: u32) -> Option<usize> {
     (even <= MAX_BUCKETS as f64).then_some(even as usize)
 }
 
+/// The most items a table of `buckets` buckets of `bits`-wide fingerprints is sized for: the
+/// inverse of [`buckets_for`], so a table built for `n` items promises at least `n`, and small
+/// tables keep their spare buckets as headroom.
+pub(crate) fn items_for(buckets: usize, bits: u32) -> usize {
+    let per_bucket = f64::from(64 / bits) * sizing_load(bits);
+    // buckets >= needed + 2 sqrt(needed)  <=>  sqrt(needed) <= sqrt(1 + buckets) - 1.
+    let root = (1.0 + buckets as f64).sqrt() - 1.0;
+    let mut items = (root * root * per_bucket) as usize;
+    // Float rounding may land one off either side of the exact inverse.
+    while items > 0 && buckets_for(items, bits).is_none_or(|b| b > buckets) {
+        items -= 1;
+    }
+    while buckets_for(items + 1, bits).is_some_and(|b| b <= buckets) {
+        items += 1;
+    }
+    items
+}
+
 /// Buckets that hold `items` items of `bits`-wide fingerprints at exactly the sizing load (an
 /// even number), without the spare buckets of [`buckets_for`]; `None` past `MAX_BUCKETS`.
 pub(crate) fn buckets_at_sizing_load(items: usize, bits: u32) -> Option<usize> {
@@ -145,6 +163,19 @@ mod tests {
         assert_eq!(buckets_for(9, 32), Some(12));
         assert_eq!(buckets_for(usize::MAX, 16), None);
         assert_eq!(buckets_for(usize::MAX / 3, 32), None);
+    }
+
+    #[test]
+    fn items_for_inverts_buckets_for() {
+        for bits in [4, 8, 12, 16, 32] {
+            for items in (1..2_000).chain([12_345, 1_000_000, 123_456_789]) {
+                let buckets = buckets_for(items, bits).unwrap();
+                let promised = items_for(buckets, bits);
+                assert!(promised >= items, "bits={bits} items={items}: {promised}");
+                assert!(buckets_for(promised, bits).unwrap() <= buckets);
+                assert!(buckets_for(promised + 1, bits).unwrap() > buckets);
+            }
+        }
     }
 
     #[test]

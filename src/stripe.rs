@@ -233,7 +233,7 @@ impl StripeSet {
     /// Sets the item count of a table restored from a snapshot, charged to stripe 0. Only the
     /// sum of the counters means anything (see `Stripe::items`), so any split is as good.
     pub(crate) fn set_items(&mut self, items: usize) {
-        self.reset_items();
+        self.reset_items(None);
         self.stripes[0].items.store(items as u64, Ordering::Relaxed);
     }
 
@@ -247,9 +247,16 @@ impl StripeSet {
         (sum as i64).max(0) as usize
     }
 
-    /// Resets every counter; only for callers with exclusive access.
-    pub(crate) fn reset_items(&mut self) {
+    /// Resets every counter. Only while no writer can run: `frozen` is this set's freeze, or
+    /// `None` for a caller with exclusive access (checked in debug builds).
+    pub(crate) fn reset_items(&self, frozen: Option<&FreezeGuard<'_>>) {
+        debug_assert!(
+            frozen.is_none_or(|f| f.freezes(self)),
+            "another set's freeze"
+        );
         for s in self.stripes.iter() {
+            // Relaxed: no writer runs (see above); later writers are ordered after us by the
+            // gate (`Gate::open` is a Release store) or by the exclusive borrow's end.
             s.items.store(0, Ordering::Relaxed);
         }
     }

@@ -154,7 +154,7 @@ fn reads_of_the_filter_from_inside_its_save_do_not_block() {
                 f.false_positive_rate(),
             );
             let mut out = Vec::new();
-            f.contains_many(&[1u64, 2, 3], &mut out);
+            f.contains_many([1u64, 2, 3], &mut out);
             assert!(out.iter().all(|&b| b));
             let _ = format!("{f:?}");
             self.sink.extend_from_slice(buf);

@@ -135,9 +135,7 @@ fn reads_stay_fast_and_exact_with_writers_piled_up_at_a_held_save() {
                     1 => (0..500u64).for_each(|i| {
                         f.insert_unique(&(base + i)).unwrap();
                     }),
-                    2 => f
-                        .insert_many(&(0..3_000u64).map(|i| base + i).collect::<Vec<_>>())
-                        .unwrap(),
+                    2 => f.insert_many((0..3_000u64).map(|i| base + i)).unwrap(),
                     _ => mine.iter().for_each(|k| assert!(f.remove(k))),
                 }
             })

@@ -61,7 +61,7 @@ fn add(filter: &CuckooFilter, key: u64, how: usize) -> Result<(), InsertError> {
             // A false positive with 32-bit fingerprints is ~1e-9 here; treat it as a failure.
             assert!(added, "insert_unique of a fresh key {key} said present")
         }),
-        _ => filter.insert_many(&[key]).map_err(|e| e.error),
+        _ => filter.insert_many([key]).map_err(|e| e.error),
     }
 }
 

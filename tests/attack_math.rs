@@ -45,7 +45,7 @@ fn grown_shapes(
     rng: &mut Rng,
 ) -> Snapshot {
     let f = build(capacity, w, expansion, max_levels);
-    while f.levels() < levels && f.capacity() < max_slots {
+    while f.levels() < levels && f.slots() < max_slots {
         f.insert(&rng.next_u64()).unwrap();
     }
     Snapshot::parse(&f.to_bytes())

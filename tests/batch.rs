@@ -65,7 +65,7 @@ fn insert_many_reports_the_first_item_that_does_not_fit() {
         .unwrap();
     growing.insert_many(&keys).unwrap();
     assert_eq!(growing.len(), keys.len());
-    assert!(growing.insert_many::<u64>(&[]).is_ok());
+    assert!(growing.insert_many(std::iter::empty::<u64>()).is_ok());
 }
 
 /// A stable set looked up in batches while another thread churns near full: no false negative.
@@ -79,7 +79,7 @@ fn contains_many_never_misses_while_a_writer_churns() {
             .build()
             .unwrap(),
     );
-    let slots = filter.capacity();
+    let slots = filter.slots();
     let keys = common::distinct_keys(seed, slots * 10);
     let stable = keys[..slots * 85 / 100].to_vec();
     filter.insert_many(&stable).unwrap();

@@ -28,7 +28,7 @@ fn readers_never_miss_stable_items_while_a_writer_churns_near_full() {
             .build()
             .unwrap(),
     );
-    let slots = filter.capacity();
+    let slots = filter.slots();
     let keys = common::distinct_keys(seed, slots * 20);
     let (stable, churn_keys) = keys.split_at((slots as f64 * 0.85) as usize);
     for k in stable {
@@ -127,7 +127,7 @@ fn inserted_items_are_found_by_readers_that_start_afterwards() {
             .build()
             .unwrap(),
     );
-    let total = (filter.capacity() as f64 * 0.95) as usize;
+    let total = (filter.slots() as f64 * 0.95) as usize;
     let keys = Arc::new(common::distinct_keys(seed, total));
     let published = Arc::new(AtomicUsize::new(0));
     let writer = {
@@ -194,7 +194,7 @@ fn concurrent_writers_on_disjoint_keys_lose_nothing() {
             .build()
             .unwrap(),
     );
-    let per_thread = (filter.capacity() as f64 * 0.90) as usize / threads;
+    let per_thread = (filter.slots() as f64 * 0.90) as usize / threads;
     let keys = Arc::new(common::distinct_keys(seed, per_thread * threads));
     let barrier = Arc::new(Barrier::new(threads));
     let run = |phase: fn(&CuckooFilter, &[u64])| {

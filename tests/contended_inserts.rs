@@ -5,8 +5,6 @@
 //! at a time; a concurrent writer can invalidate the path, and the insert then searches again, a
 //! bounded number of times. Under contention that bound must not turn into `Full` well below
 //! capacity (or, for a growing filter, into an early growth).
-//!
-//! Note: `capacity()` counts slots, not items; the item capacity is what the builder was given.
 
 mod common;
 

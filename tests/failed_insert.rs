@@ -13,7 +13,7 @@ fn failed_insert_keeps_every_item() {
             .fingerprint_bits(bits)
             .build()
             .unwrap();
-        let keys = common::distinct_keys(seed ^ u64::from(bits), filter.capacity() * 2);
+        let keys = common::distinct_keys(seed ^ u64::from(bits), filter.slots() * 2);
         let mut stored = Vec::new();
         let mut failures = 0;
         for key in &keys {
@@ -44,7 +44,7 @@ fn failed_insert_changes_no_count() {
         .fingerprint_bits(16)
         .build()
         .unwrap();
-    let keys = common::distinct_keys(seed, filter.capacity() * 2);
+    let keys = common::distinct_keys(seed, filter.slots() * 2);
     let mut stored = Vec::new();
     let mut rejected = None;
     for key in &keys {

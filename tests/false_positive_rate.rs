@@ -13,7 +13,7 @@ fn measure(bits: u32, load: f64, probes: usize, seed: u64) -> (f64, f64) {
         .fingerprint_bits(bits)
         .build()
         .unwrap();
-    let target = (filter.capacity() as f64 * load) as usize;
+    let target = (filter.slots() as f64 * load) as usize;
     // One stream of distinct keys: the first `target` are inserted, the rest probed.
     let keys = common::distinct_keys(seed, target + probes);
     for key in &keys[..target] {

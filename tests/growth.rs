@@ -222,8 +222,8 @@ fn remove_takes_the_newest_copy_and_count_sees_all_levels() {
 }
 
 #[test]
-fn clear_drops_the_added_levels() {
-    let mut filter = CuckooFilter::builder()
+fn clear_keeps_the_added_levels_empty() {
+    let filter = CuckooFilter::builder()
         .capacity(100)
         .expansion(2)
         .build()
@@ -231,15 +231,47 @@ fn clear_drops_the_added_levels() {
     for k in 0..2_000u32 {
         filter.insert(&k).unwrap();
     }
-    let grown = filter.memory_usage();
-    assert!(filter.levels() > 1);
+    let (levels, memory) = (filter.levels(), filter.memory_usage());
+    assert!(levels > 1);
     filter.clear();
-    assert_eq!(filter.levels(), 1);
+    assert_eq!((filter.levels(), filter.memory_usage()), (levels, memory));
+    let newest = filter.level_stats().pop().unwrap();
+    assert_eq!(filter.capacity(), newest.capacity);
     assert!(filter.is_empty());
-    assert!(filter.memory_usage() < grown);
-    for k in 0..2_000u32 {
+    assert!(filter.level_stats().iter().all(|l| l.len == 0));
+    // Only false positives remain: far fewer than 1 % of the old items.
+    let found = (0..2_000u32).filter(|k| filter.contains(k)).count();
+    assert!(found < 20, "{found} of 2000 cleared items still found");
+    // The newest level takes its capacity without growing.
+    let refill = filter.capacity() as u32;
+    for k in 0..refill {
         filter.insert(&k).unwrap();
     }
+    assert!((0..refill).all(|k| filter.contains(&k)));
+    assert_eq!(filter.levels(), levels);
+}
+
+#[test]
+fn shrink_to_fit_frees_the_empty_newest_levels() {
+    let mut filter = CuckooFilter::builder()
+        .capacity(100)
+        .expansion(2)
+        .build()
+        .unwrap();
+    filter.insert_many(0..2_000u32).unwrap();
+    let (levels, memory) = (filter.levels(), filter.memory_usage());
+    filter.shrink_to_fit();
+    assert_eq!(filter.levels(), levels, "no level is empty: none is freed");
+    filter.clear();
+    filter.shrink_to_fit();
+    assert_eq!(filter.levels(), 1);
+    assert!(
+        filter.memory_usage() < memory / 2,
+        "{} of {memory} bytes",
+        filter.memory_usage()
+    );
+    filter.insert_many(0..2_000u32).unwrap();
+    assert_eq!(filter.levels(), levels, "grows again into the same shapes");
     assert!((0..2_000u32).all(|k| filter.contains(&k)));
 }
 
@@ -255,9 +287,10 @@ fn capacity_and_memory_reflect_growth() {
         filter.insert(&k).unwrap();
     }
     let stats = filter.level_stats();
+    let (newest, older) = stats.split_last().unwrap();
     assert_eq!(
         filter.capacity(),
-        stats.iter().map(|l| l.capacity).sum::<usize>()
+        older.iter().map(|l| l.len).sum::<usize>() + newest.capacity
     );
     assert!(filter.capacity() > 10_000 && filter.capacity() > cap0);
     assert!(filter.memory_usage() > mem0);

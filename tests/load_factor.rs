@@ -16,7 +16,7 @@ fn first_failure_load(bits: u32, seed: u64) -> f64 {
         .build()
         .unwrap();
     assert!(filter.capacity() >= 1_000_000, "bits={bits}");
-    let keys = common::distinct_keys(seed, filter.capacity());
+    let keys = common::distinct_keys(seed, filter.slots());
     let mut stored = 0;
     for key in &keys {
         if filter.insert(key).is_err() {
@@ -26,8 +26,8 @@ fn first_failure_load(bits: u32, seed: u64) -> f64 {
     }
     let load = filter.load_factor();
     println!(
-        "bits={bits} slots/bucket={slots} capacity={} first failure after {stored} items: load {load:.4}",
-        filter.capacity()
+        "bits={bits} slots/bucket={slots} slots={} first failure after {stored} items: load {load:.4}",
+        filter.slots()
     );
     assert_eq!(filter.len(), stored);
     load

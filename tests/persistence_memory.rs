@@ -96,7 +96,7 @@ fn restoring_allocates_only_what_the_data_justifies() {
     let huge_buckets = {
         let big = CuckooFilter::with_capacity(HUGE_ITEMS);
         let slots_per_bucket = 64 / big.fingerprint_bits() as usize;
-        big.capacity() / slots_per_bucket
+        big.slots() / slots_per_bucket
     };
     let small = CuckooFilter::with_capacity(10);
     let mut huge = small.to_bytes();

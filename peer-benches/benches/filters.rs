@@ -192,7 +192,7 @@ struct Size {
 
 impl Size {
     fn new(label: &'static str, items: usize) -> Self {
-        let fill = (ours(items).capacity() as f64 * 0.95) as usize;
+        let fill = (ours(items).slots() as f64 * 0.95) as usize;
         Size {
             label,
             items,

@@ -279,7 +279,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
             });
         }
         input.check_trailer()?;
-        let levels = Levels::restore(header.plan, tables, Limits::DEFAULT);
+        let levels = Levels::restore(header.plan, tables, Limits::DEFAULT, true);
         Ok(CuckooFilter::from_parts(levels, hasher))
     }
 

@@ -185,12 +185,44 @@ impl Table {
         std::mem::size_of_val(&*self.words) + self.stripes.count() * 16
     }
 
-    /// Empties every bucket; exclusive access makes this a plain sweep.
-    pub(crate) fn clear(&mut self) {
+    /// Items the table is sized for (see `params::items_for`): at least what it was built for.
+    pub(crate) fn item_capacity(&self) -> usize {
+        crate::params::items_for(self.shape.buckets, self.layout.bits())
+    }
+
+    /// Empties every bucket while `frozen` (this table's `freeze`) keeps writers out.
+    ///
+    /// No stripe is taken, so readers go on: one that overlaps the sweep may see some of the
+    /// items and not others, which is a fair answer for items being cleared. Writers that come
+    /// after see every zero: they pass the freeze's gate, which `Gate::open` publishes with a
+    /// Release store after the sweep.
+    pub(crate) fn clear_frozen(&self, frozen: &FreezeGuard<'_>) {
+        debug_assert!(frozen.freezes(&self.stripes), "another table's freeze");
         for w in self.words.iter() {
+            // Relaxed: see above.
             w.store(0, Ordering::Relaxed);
         }
-        self.stripes.reset_items();
+        self.stripes.reset_items(Some(frozen));
+    }
+
+    /// A copy of this table, taken while `frozen` (this table's `freeze`) keeps writers out, so
+    /// that it is one consistent state.
+    pub(crate) fn copy_frozen(
+        &self,
+        frozen: &FreezeGuard<'_>,
+        huge_pages: bool,
+    ) -> Result<Table, AllocationFailed> {
+        let words = BucketWords::zeroed(self.shape.buckets, huge_pages)?;
+        for (to, from) in words.iter().zip(self.frozen_words(frozen)) {
+            // Relaxed: the copy is not shared until it is returned.
+            to.store(from, Ordering::Relaxed);
+        }
+        Ok(Table::from_words(
+            self.shape,
+            words,
+            self.len(),
+            self.limits,
+        ))
     }
 
     /// The two buckets of a key (equal when the fingerprint maps the bucket onto itself).

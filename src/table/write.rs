@@ -172,8 +172,7 @@ impl Table {
 
     /// Whether the table holds at least 90 % of the items it is sized for.
     pub(crate) fn is_near_capacity(&self) -> bool {
-        let sized_for = self.slots() as f64 * crate::params::sizing_load(self.layout.bits());
-        self.len() as f64 >= 0.9 * sized_for
+        self.len() as f64 >= 0.9 * self.item_capacity() as f64
     }
 
     /// Removes one copy of the key's fingerprint, if there is one.
