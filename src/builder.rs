@@ -82,22 +82,47 @@ impl<S> fmt::Debug for Builder<S> {
 }
 
 impl<S> Builder<S> {
-    /// Number of items the filter must hold. The table is sized so that this many distinct
-    /// items fit with room to spare (see the README's parameter table); `0` is an error.
+    /// Number of items the filter must hold (default [`DEFAULT_CAPACITY`]). The table is sized
+    /// so that this many distinct items fit with room to spare; `0` is an error
+    /// ([`BuildError::ZeroCapacity`]).
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::CuckooFilter::builder().capacity(50_000).build()?;
+    /// assert!(filter.capacity() >= 50_000);
+    /// # Ok::<(), atomic_cuckoo::BuildError>(())
+    /// ```
     pub fn capacity(mut self, items: usize) -> Self {
         self.capacity = items;
         self
     }
 
     /// Target false-positive rate when the filter is full, strictly between 0 and 1. The builder
-    /// picks the narrowest fingerprint width that meets it. Ignored when
-    /// [`fingerprint_bits`](Builder::fingerprint_bits) is also set (but still validated).
+    /// picks the narrowest fingerprint width that meets it. Default 1 %. Ignored when
+    /// [`fingerprint_bits`](Builder::fingerprint_bits) is also set (but still validated: a rate
+    /// outside `(0, 1)` is [`BuildError::InvalidFalsePositiveRate`]).
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::CuckooFilter::builder()
+    ///     .capacity(1_000)
+    ///     .false_positive_rate(0.001)
+    ///     .build()?;
+    /// assert_eq!(filter.fingerprint_bits(), 16);
+    /// # Ok::<(), atomic_cuckoo::BuildError>(())
+    /// ```
     pub fn false_positive_rate(mut self, rate: f64) -> Self {
         self.rate = Some(rate);
         self
     }
 
-    /// Explicit fingerprint width, `4..=32` bits; a bucket holds `64 / bits` fingerprints.
+    /// Explicit fingerprint width, `4..=32` bits ([`BuildError::InvalidFingerprintBits`]
+    /// otherwise); a bucket holds `64 / bits` fingerprints. Takes precedence over
+    /// [`false_positive_rate`](Builder::false_positive_rate).
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::CuckooFilter::builder().fingerprint_bits(8).build()?;
+    /// assert_eq!(filter.fingerprint_bits(), 8);
+    /// # Ok::<(), atomic_cuckoo::BuildError>(())
+    /// ```
     pub fn fingerprint_bits(mut self, bits: u32) -> Self {
         self.bits = Some(bits);
         self
@@ -142,6 +167,20 @@ impl<S> Builder<S> {
     /// filter that never grows, sized and rated like one without
     /// [`expansion`](Builder::expansion) (a full one returns
     /// [`InsertError::Full`](crate::InsertError::Full)).
+    ///
+    /// ```
+    /// use atomic_cuckoo::{CuckooFilter, InsertError};
+    ///
+    /// let filter = CuckooFilter::builder()
+    ///     .capacity(100)
+    ///     .expansion(2)
+    ///     .max_levels(2)
+    ///     .build()?;
+    /// let err = filter.insert_many(0..10_000u32).unwrap_err();
+    /// assert_eq!(err.error, InsertError::MaxLevelsReached { levels: 2 });
+    /// assert_eq!(filter.levels(), 2);
+    /// # Ok::<(), atomic_cuckoo::BuildError>(())
+    /// ```
     pub fn max_levels(mut self, levels: u32) -> Self {
         self.max_levels = levels;
         self
@@ -151,13 +190,31 @@ impl<S> Builder<S> {
     /// `madvise`; a hint that the system's THP settings decide on). Default `true`: lookups in
     /// large tables then miss the TLB far less. Turn it off where huge pages are unwelcome (THP
     /// rounds each table's memory up to 2 MiB).
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::CuckooFilter::builder()
+    ///     .capacity(10_000_000)
+    ///     .huge_pages(false)
+    ///     .build()?;
+    /// assert!(filter.is_empty());
+    /// # Ok::<(), atomic_cuckoo::BuildError>(())
+    /// ```
     pub fn huge_pages(mut self, enabled: bool) -> Self {
         self.huge_pages = enabled;
         self
     }
 
     /// The hasher for items. Any `BuildHasher` works; it must be the same one (same seeds)
-    /// wherever the filter's contents are interpreted.
+    /// wherever the filter's contents are interpreted. The default, [`DefaultHashBuilder`], is
+    /// portable; [`AHashBuilder`](crate::AHashBuilder) is faster but not (see its docs).
+    ///
+    /// ```
+    /// use atomic_cuckoo::{AHashBuilder, CuckooFilter};
+    ///
+    /// let filter = CuckooFilter::builder().hasher(AHashBuilder::default()).build()?;
+    /// filter.insert("in memory only").unwrap();
+    /// # Ok::<(), atomic_cuckoo::BuildError>(())
+    /// ```
     pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> Builder<S2> {
         Builder {
             capacity: self.capacity,
@@ -170,7 +227,23 @@ impl<S> Builder<S> {
         }
     }
 
-    /// Builds the filter, or says which setting cannot be honoured.
+    /// Builds the filter.
+    ///
+    /// # Errors
+    ///
+    /// A [`BuildError`] naming the setting that cannot be honoured: an invalid capacity,
+    /// rate, width, expansion or level count, a rate no width reaches, a table larger than
+    /// supported, or memory that cannot be allocated.
+    ///
+    /// ```
+    /// use atomic_cuckoo::{BuildError, CuckooFilter};
+    ///
+    /// assert!(CuckooFilter::builder().capacity(1_000).build().is_ok());
+    /// assert_eq!(
+    ///     CuckooFilter::builder().fingerprint_bits(3).build().unwrap_err(),
+    ///     BuildError::InvalidFingerprintBits { bits: 3 }
+    /// );
+    /// ```
     pub fn build(self) -> Result<CuckooFilter<S>, BuildError> {
         let plan = self.plan()?;
         let shape = plan.level_shape(0).map_err(|e| self.level_error(e))?;

@@ -370,10 +370,14 @@ impl<S: BuildHasher> CuckooFilter<S> {
 
     /// Adds one copy of `item`.
     ///
-    /// Returns [`InsertError::Full`] when no free slot can be reached (or, for a growing filter,
-    /// [`InsertError::MaxLevelsReached`] / [`InsertError::GrowthFailed`]), and
-    /// [`InsertError::ItemBucketsFull`] when the item's own two buckets are full of its copies
-    /// while the filter has room; nothing changes then.
+    /// # Errors
+    ///
+    /// Nothing changes when an insert fails:
+    /// - [`InsertError::Full`]: no free slot can be reached (a filter without growth);
+    /// - [`InsertError::ItemBucketsFull`]: the item's own two buckets are full of its copies
+    ///   (or of items that share them) while the filter has room;
+    /// - [`InsertError::MaxLevelsReached`], [`InsertError::GrowthFailed`]: a growing filter
+    ///   needed a level and could not add one.
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
@@ -390,6 +394,10 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// `Ok(false)` if its fingerprint was already in one of its buckets (the item, or another
     /// that collides with it). Two threads racing to insert the same item cannot both get
     /// `Ok(true)`.
+    ///
+    /// # Errors
+    ///
+    /// As [`insert`](CuckooFilter::insert), when the item is not present and cannot be added.
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
@@ -470,8 +478,11 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// Faster than one `insert` per item for tables larger than the CPU caches: each batch's
     /// buckets are fetched together before its items are placed.
     ///
-    /// Stops at the first item that cannot be inserted and reports its index; the items before
-    /// it are in the filter.
+    /// # Errors
+    ///
+    /// Stops at the first item that cannot be inserted: [`InsertManyError`] holds its index and
+    /// the [`InsertError`] (see [`insert`](CuckooFilter::insert)). The items before it are in
+    /// the filter; that item and those after it are not.
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(1_000);

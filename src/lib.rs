@@ -1,21 +1,20 @@
-#![doc = include_str!("../README.md")]
-//!
-//! # Inside the crate
-//!
-//! | module | what it holds |
-//! |---|---|
-//! | `bucket_word` | branch-free SWAR operations on one bucket packed in a `u64` |
-//! | `hasher` | [`DefaultHashBuilder`] (portable: rapidhash V3) and [`AHashBuilder`] (opt-in) |
-//! | `hashing` | item hash → primary bucket, fingerprint, alternate bucket, in nested levels |
-//! | `stripe` | versioned lock stripes: writer pair locks, reader validation, item counters, a save's freeze |
-//! | `table` | one table: lookups (`read`), inserts and removes (`write`), cuckoo paths (`path`) |
-//! | `levels` | growth: append-only levels, published for wait-free readers |
-//! | `filter` | [`CuckooFilter`], the public type |
-//! | `builder`, `params` | [`Builder`] and the arithmetic behind its choices |
-//! | `persist` | snapshots: [`CuckooFilter::write_to`], [`CuckooFilter::read_from`], [`PersistError`] |
-//! | `error` | [`InsertError`], [`BuildError`] |
-//! | `sync` | the std/loom switch for atomics and the cold-path locks |
-#![warn(missing_docs)]
+#![doc = include_str!("crate_docs.md")]
+// Inside the crate (the README has the design and the development notes):
+//
+// | module | what it holds |
+// |---|---|
+// | `bucket_word` | branch-free SWAR operations on one bucket packed in a `u64` |
+// | `hasher` | [`DefaultHashBuilder`] (portable: rapidhash V3) and [`AHashBuilder`] (opt-in) |
+// | `hashing` | item hash → primary bucket, fingerprint, alternate bucket, in nested levels |
+// | `stripe` | versioned lock stripes: writer pair locks, reader validation, item counters, a save's freeze |
+// | `table` | one table: lookups (`read`), inserts and removes (`write`), cuckoo paths (`path`) |
+// | `levels` | growth: append-only levels, published for wait-free readers |
+// | `filter` | [`CuckooFilter`], the public type |
+// | `builder`, `params` | [`Builder`] and the arithmetic behind its choices |
+// | `persist` | snapshots: [`CuckooFilter::write_to`], [`CuckooFilter::read_from`], [`PersistError`] |
+// | `error` | [`InsertError`], [`BuildError`] |
+// | `sync` | the std/loom switch for atomics and the cold-path locks |
+#![warn(missing_docs, clippy::missing_errors_doc, clippy::missing_panics_doc)]
 #![deny(unsafe_code)]
 
 mod bucket_word;
@@ -40,3 +39,8 @@ pub use persist::PersistError;
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod loom_hook;
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -163,6 +163,11 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// from inside `writer` (on the saving thread) is refused with an error of kind
     /// [`io::ErrorKind::Deadlock`] instead of waiting forever.
     ///
+    /// # Errors
+    ///
+    /// Any error `writer` returns (the snapshot is then incomplete), and
+    /// [`io::ErrorKind::Deadlock`] for a save of this filter from inside its own save.
+    ///
     /// ```
     /// use atomic_cuckoo::CuckooFilter;
     ///
@@ -245,6 +250,15 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// Reads exactly the snapshot's bytes, so a snapshot can be followed by other data in the
     /// same stream. Memory grows with the data actually read, so a header that claims a huge
     /// table costs nothing unless the data is there.
+    ///
+    /// # Errors
+    ///
+    /// A [`PersistError`] saying what is wrong: [`Io`](PersistError::Io) from `reader`,
+    /// [`Truncated`](PersistError::Truncated), [`BadMagic`](PersistError::BadMagic),
+    /// [`UnsupportedVersion`](PersistError::UnsupportedVersion), an invalid parameter or count,
+    /// [`ChecksumMismatch`](PersistError::ChecksumMismatch),
+    /// [`HasherMismatch`](PersistError::HasherMismatch) when `hasher` is not the one the
+    /// snapshot was made with, or [`AllocationFailed`](PersistError::AllocationFailed).
     pub fn read_from_with_hasher<R: Read>(reader: R, hasher: S) -> Result<Self, PersistError> {
         Self::read_snapshot(WordReader::new(reader, Allocation::AsDataArrives), hasher)
     }
@@ -286,6 +300,11 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// Restores a snapshot from bytes that hold exactly one snapshot (see
     /// [`read_from_with_hasher`](CuckooFilter::read_from_with_hasher)). The length is checked
     /// against the headers before any table memory is allocated.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_from_with_hasher`](CuckooFilter::read_from_with_hasher), and
+    /// [`TrailingBytes`](PersistError::TrailingBytes) when `bytes` goes on after the snapshot.
     pub fn from_bytes_with_hasher(bytes: &[u8], hasher: S) -> Result<Self, PersistError> {
         let expected = expected_len(bytes)?;
         match bytes.len().cmp(&expected) {
@@ -305,6 +324,10 @@ impl CuckooFilter {
     /// Restores a snapshot made with the default hasher (see
     /// [`read_from_with_hasher`](CuckooFilter::read_from_with_hasher)).
     ///
+    /// # Errors
+    ///
+    /// As [`read_from_with_hasher`](CuckooFilter::read_from_with_hasher).
+    ///
     /// ```
     /// use atomic_cuckoo::{CuckooFilter, PersistError};
     ///
@@ -322,6 +345,10 @@ impl CuckooFilter {
     }
 
     /// Restores a snapshot made with the default hasher from exactly its bytes.
+    ///
+    /// # Errors
+    ///
+    /// As [`from_bytes_with_hasher`](CuckooFilter::from_bytes_with_hasher).
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
