@@ -13,6 +13,7 @@
 //! | `filter` | [`CuckooFilter`], the public type |
 //! | `builder`, `params` | [`Builder`] and the arithmetic behind its choices |
 //! | `persist` | snapshots: [`CuckooFilter::write_to`], [`CuckooFilter::read_from`], [`PersistError`] |
+//! | [`redisbloom`] | RedisBloom `CF.*` compatibility: hashing, parameters, SCANDUMP chunks, DUMP payloads |
 //! | `error` | [`InsertError`], [`BuildError`] |
 //! | `sync` | the std/loom switch for atomics and the cold-path locks |
 #![warn(missing_docs)]
@@ -27,6 +28,7 @@ mod hashing;
 mod levels;
 mod params;
 mod persist;
+pub mod redisbloom;
 mod stripe;
 mod sync;
 mod table;
