@@ -8,10 +8,18 @@
 //! |---|---|
 //! | `hash` | MurmurHash64A, the fingerprint, the two buckets |
 //! | `params` | `CF.RESERVE`'s ranges and arithmetic, the sub-filter geometry |
+//! | `header` | the 38-byte SCANDUMP header and its validation |
+//! | `chunks` | the SCANDUMP chunk sequence, and reassembling it |
+//! | `raw` | a checked filter image: header, geometry, sub-filter bytes |
 //! | `error` | [`LoadError`], [`LzfError`], [`ReserveError`] |
 
+mod chunks;
 mod error;
 mod hash;
+mod header;
 mod params;
+mod raw;
+#[cfg(test)]
+mod testkit;
 
 pub use error::{LoadError, LzfError, ReserveError};
