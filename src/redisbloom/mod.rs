@@ -11,14 +11,19 @@
 //! | `header` | the 38-byte SCANDUMP header and its validation |
 //! | `chunks` | the SCANDUMP chunk sequence, and reassembling it |
 //! | `raw` | a checked filter image: header, geometry, sub-filter bytes |
+//! | `payload` | the `DUMP`/`RESTORE` payload, built on `rdb` (RDB encodings), `crc64`, `lzf` |
 //! | `error` | [`LoadError`], [`LzfError`], [`ReserveError`] |
 
 mod chunks;
+mod crc64;
 mod error;
 mod hash;
 mod header;
+mod lzf;
 mod params;
+mod payload;
 mod raw;
+mod rdb;
 #[cfg(test)]
 mod testkit;
 
