@@ -310,19 +310,7 @@ impl Levels {
         if self.more.is_empty() {
             return self.first.lookup(self.first.key(hash));
         }
-        let mut unproven = false;
-        for table in self.newest_first() {
-            match table.lookup(table.key(hash)) {
-                Lookup::Present => return Lookup::Present,
-                Lookup::Unproven => unproven = true,
-                Lookup::Absent => {}
-            }
-        }
-        if unproven {
-            Lookup::Unproven
-        } else {
-            Lookup::Absent
-        }
+        Lookup::over(self.newest_first().map(|t| t.lookup(t.key(hash))))
     }
 
     /// Looks up up to `BATCH` hashes at once; `out[i]` answers `hashes[i]`.

@@ -14,6 +14,7 @@
 // | `persist` | snapshots: [`CuckooFilter::write_to`], [`CuckooFilter::read_from`], [`PersistError`] |
 // | `error` | [`InsertError`], [`BuildError`] |
 // | `sync` | the std/loom switch for atomics and the cold-path locks |
+// | `redisbloom` | [`redisbloom::RedisCuckooFilter`]: RedisBloom's `CF.*` filter, byte for byte, on the same stripes |
 #![warn(missing_docs, clippy::missing_errors_doc, clippy::missing_panics_doc)]
 #![deny(unsafe_code)]
 
@@ -26,6 +27,7 @@ mod hashing;
 mod levels;
 mod params;
 mod persist;
+pub mod redisbloom;
 mod stripe;
 mod sync;
 mod table;

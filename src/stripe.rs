@@ -167,21 +167,71 @@ impl StripeSet {
     pub(crate) fn lock_pair(&self, a: usize, b: usize) -> PairGuard<'_> {
         loop {
             let held = self.hold_pair(a, b);
-            if cfg!(loom_mutant = "writer_ignores_freeze") || !self.frozen.is_closed() {
-                // Release fence, after *both* locks: our data stores are Relaxed; a reader whose
-                // Acquire load sees one of them synchronizes with this fence, so it also sees
-                // the odd versions written above, and every write that happened before either
-                // lock, and fails its validation (Boehm's seqlock writer).
-                if !cfg!(loom_mutant = "no_release_fence")
-                    && !cfg!(loom_mutant = "fence_between_locks")
-                {
-                    fence(Ordering::Release);
-                }
+            if self.writer_admitted() {
                 return PairGuard { held };
             }
             held.release(Stripe::unlock_unchanged);
             self.frozen.wait_open();
         }
+    }
+
+    /// After a writer took its stripes: whether it may write (no save has the table frozen),
+    /// and if so, the fence that makes its writes safe for readers.
+    #[inline]
+    fn writer_admitted(&self) -> bool {
+        if cfg!(loom_mutant = "writer_ignores_freeze") || !self.frozen.is_closed() {
+            // Release fence, after *all* locks: our data stores are Relaxed; a reader whose
+            // Acquire load sees one of them synchronizes with this fence, so it also sees the
+            // odd versions written above, and every write that happened before any lock, and
+            // fails its validation (Boehm's seqlock writer).
+            if !cfg!(loom_mutant = "no_release_fence") && !cfg!(loom_mutant = "fence_between_locks")
+            {
+                fence(Ordering::Release);
+            }
+            return true;
+        }
+        false
+    }
+
+    /// Locks the stripes of every bucket in `buckets` for writing, for a writer that changes
+    /// more than one pair at once (a kick walk that must end in exactly the state a serial
+    /// walk would leave). Ascending stripe order, each stripe once, so lockers of sets and of
+    /// pairs never wait for each other in a cycle; a save's freeze is honoured as in
+    /// `lock_pair`.
+    pub(crate) fn lock_buckets(&self, buckets: impl IntoIterator<Item = usize>) -> SetGuard<'_> {
+        let mut indices: Vec<usize> = buckets.into_iter().map(|b| self.index_of(b)).collect();
+        indices.sort_unstable();
+        indices.dedup();
+        loop {
+            let held: Vec<u64> = indices.iter().map(|&i| self.stripes[i].lock()).collect();
+            if self.writer_admitted() {
+                return SetGuard {
+                    set: self,
+                    indices,
+                    held,
+                };
+            }
+            for (&i, &version) in indices.iter().zip(&held).rev() {
+                self.stripes[i].unlock_unchanged(version);
+            }
+            self.frozen.wait_open();
+        }
+    }
+
+    /// Locks the stripes of buckets `a` and `b` for writing while `frozen` (this set's
+    /// freeze, held by the caller) keeps every other writer out: for a whole-filter operation
+    /// that moves fingerprints (a compaction), whose readers must still see each move.
+    pub(crate) fn lock_pair_frozen(
+        &self,
+        frozen: &FreezeGuard<'_>,
+        a: usize,
+        b: usize,
+    ) -> PairGuard<'_> {
+        debug_assert!(frozen.freezes(self), "another set's freeze");
+        let held = self.hold_pair(a, b);
+        // Release: as in `writer_admitted`.
+        fence(Ordering::Release);
+        PairGuard { held }
     }
 
     /// Locks the stripes of buckets `a` and `b` only to read under them: a save's freeze does
@@ -299,6 +349,42 @@ impl PairGuard<'_> {
 impl Drop for PairGuard<'_> {
     fn drop(&mut self) {
         self.held.release(Stripe::unlock);
+    }
+}
+
+/// The stripes of a set of buckets, held by a writer (see `StripeSet::lock_buckets`); released
+/// on drop with new versions.
+pub(crate) struct SetGuard<'a> {
+    set: &'a StripeSet,
+    /// Stripe indices, ascending.
+    indices: Vec<usize>,
+    /// The even version each stripe had when taken.
+    held: Vec<u64>,
+}
+
+impl SetGuard<'_> {
+    /// Whether the stripe of `bucket` is held.
+    pub(crate) fn covers(&self, bucket: usize) -> bool {
+        self.indices
+            .binary_search(&self.set.index_of(bucket))
+            .is_ok()
+    }
+
+    /// Charges `delta` items to the stripe of `bucket`, which must be held.
+    pub(crate) fn add_items(&self, bucket: usize, delta: i64) {
+        debug_assert!(self.covers(bucket));
+        let items = &self.set.of(bucket).items;
+        // Relaxed: we hold the stripe, so no other writer updates this counter concurrently.
+        let now = items.load(Ordering::Relaxed).wrapping_add(delta as u64);
+        items.store(now, Ordering::Relaxed);
+    }
+}
+
+impl Drop for SetGuard<'_> {
+    fn drop(&mut self) {
+        for (&i, &held) in self.indices.iter().zip(&self.held).rev() {
+            self.set.stripes[i].unlock(held);
+        }
     }
 }
 

@@ -15,6 +15,28 @@ pub(crate) enum Lookup {
     Unproven,
 }
 
+impl Lookup {
+    /// The answer over several tables (levels, sub-filters), looked up in the iterator's order
+    /// and lazily: `Present` at the first table that has the item, else `Unproven` if any
+    /// table's answer was, else `Absent`.
+    #[inline]
+    pub(crate) fn over(answers: impl Iterator<Item = Lookup>) -> Lookup {
+        let mut unproven = false;
+        for answer in answers {
+            match answer {
+                Lookup::Present => return Lookup::Present,
+                Lookup::Unproven => unproven = true,
+                Lookup::Absent => {}
+            }
+        }
+        if unproven {
+            Lookup::Unproven
+        } else {
+            Lookup::Absent
+        }
+    }
+}
+
 impl Table {
     /// Both bucket words: Acquire loads, `a` first.
     #[inline]

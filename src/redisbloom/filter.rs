@@ -1,0 +1,607 @@
+//! [`RedisCuckooFilter`]: a RedisBloom cuckoo filter in process memory, shared by threads.
+
+use std::fmt;
+use std::sync::OnceLock;
+
+use super::chunks;
+use super::error::{LoadError, RedisInsertError, ReserveError};
+use super::hash::ItemHash;
+use super::header::Header;
+use super::kick::{kick, KickOutcome};
+use super::params::{self, Geometry};
+use super::payload;
+use super::raw::RawFilter;
+use super::sub_filter::SubFilter;
+use crate::stripe::{FreezeGuard, StripeSet};
+use crate::sync::{AtomicU64, AtomicUsize, GrowLock, Ordering};
+use crate::table::Lookup;
+
+/// Stripes of the gate that makes `insert_unique` of one item atomic.
+const UNIQUE_GATES: usize = 256;
+
+/// A cuckoo filter that is byte for byte a RedisBloom `CF.*` filter: the same hashing, layout,
+/// insertion and kick order, deletes, compaction and counters, so that after the same commands
+/// it holds the same bytes as Redis and gives the same replies. Shared by reference between
+/// threads: every operation takes `&self`, lookups are wait-free, and writers lock only the
+/// stripes of the buckets they change (see the module docs for the concurrency rules).
+///
+/// ```
+/// use atomic_cuckoo::redisbloom::RedisCuckooFilter;
+///
+/// let f = RedisCuckooFilter::reserve(1_000)?;          // CF.RESERVE key 1000
+/// f.insert("user:42").unwrap();                        // CF.ADD
+/// assert!(f.contains("user:42"));                      // CF.EXISTS
+/// assert_eq!(f.insert_unique("user:42"), Ok(false));   // CF.ADDNX
+/// assert_eq!(f.count("user:42"), 1);                   // CF.COUNT
+/// assert!(f.remove("user:42"));                        // CF.DEL
+/// assert_eq!(f.info().items, 0);                       // CF.INFO
+/// # Ok::<(), atomic_cuckoo::redisbloom::ReserveError>(())
+/// ```
+pub struct RedisCuckooFilter {
+    geometry: Geometry,
+    max_expansions: u32,
+    /// Sub-filters in order; `published` of them are live. A compaction that empties the
+    /// newest unpublishes it but keeps it (zeroed) for the next growth: readers may still be
+    /// looking at it.
+    subs: Box<[OnceLock<Box<SubFilter>>]>,
+    published: AtomicUsize,
+    /// `numDeletes`: deletes since the last compaction.
+    deletes: AtomicU64,
+    /// Serializes growth and whole-filter operations (compaction, dumps).
+    grow_lock: GrowLock,
+    /// Two `insert_unique`s of one item hold the same gate stripe while they look and insert.
+    unique_gates: StripeSet,
+}
+
+/// `CF.INFO`'s fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RedisInfo {
+    /// `Size`: `40 + 16 × filters +` the slot bytes, as RedisBloom reports it.
+    pub size: u64,
+    /// `Number of buckets` of the first sub-filter.
+    pub buckets: u64,
+    /// `Number of filters`.
+    pub filters: u64,
+    /// `Number of items inserted` (minus those deleted).
+    pub items: u64,
+    /// `Number of items deleted` since the last compaction.
+    pub deletes: u64,
+    /// `Bucket size`.
+    pub bucket_size: u64,
+    /// `Expansion rate` (rounded up to a power of two).
+    pub expansion: u64,
+    /// `Max iterations`.
+    pub max_iterations: u64,
+}
+
+/// Configures a [`RedisCuckooFilter`] like `CF.RESERVE`'s options; the defaults are
+/// RedisBloom's (capacity 1024, bucket size 2, max iterations 20, expansion 1, 32 sub-filters
+/// at most).
+///
+/// ```
+/// use atomic_cuckoo::redisbloom::RedisCuckooFilter;
+///
+/// let f = RedisCuckooFilter::builder()
+///     .capacity(1_000_000)
+///     .bucket_size(4)
+///     .max_iterations(20)
+///     .expansion(2)
+///     .max_expansions(32)
+///     .build()?;
+/// assert_eq!(f.info().buckets, 262_144);
+/// # Ok::<(), atomic_cuckoo::redisbloom::ReserveError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct RedisBuilder {
+    capacity: u64,
+    bucket_size: u64,
+    max_iterations: u64,
+    expansion: u64,
+    max_expansions: u64,
+}
+
+impl Default for RedisBuilder {
+    fn default() -> Self {
+        RedisBuilder {
+            capacity: params::DEFAULT_CAPACITY,
+            bucket_size: u64::from(params::DEFAULT_BUCKET_SIZE),
+            max_iterations: u64::from(params::DEFAULT_MAX_ITERATIONS),
+            expansion: u64::from(params::DEFAULT_EXPANSION),
+            max_expansions: u64::from(params::DEFAULT_MAX_EXPANSIONS),
+        }
+    }
+}
+
+impl RedisBuilder {
+    /// `CF.RESERVE`'s capacity: `2 × bucket_size ..= 2^30`. The first sub-filter gets
+    /// `capacity / bucket_size` buckets rounded up to a power of two.
+    ///
+    /// ```
+    /// let f = atomic_cuckoo::redisbloom::RedisCuckooFilter::builder().capacity(1_000).build()?;
+    /// assert_eq!(f.info().buckets, 512);
+    /// # Ok::<(), atomic_cuckoo::redisbloom::ReserveError>(())
+    /// ```
+    pub fn capacity(mut self, capacity: u64) -> Self {
+        self.capacity = capacity;
+        self
+    }
+
+    /// `BUCKETSIZE`: slots per bucket, `1..=255` (default 2).
+    ///
+    /// ```
+    /// let f = atomic_cuckoo::redisbloom::RedisCuckooFilter::builder().bucket_size(4).build()?;
+    /// assert_eq!(f.info().bucket_size, 4);
+    /// # Ok::<(), atomic_cuckoo::redisbloom::ReserveError>(())
+    /// ```
+    pub fn bucket_size(mut self, bucket_size: u64) -> Self {
+        self.bucket_size = bucket_size;
+        self
+    }
+
+    /// `MAXITERATIONS`: kicks before an insert gives up on a sub-filter, `1..=65535`
+    /// (default 20).
+    ///
+    /// ```
+    /// let f = atomic_cuckoo::redisbloom::RedisCuckooFilter::builder().max_iterations(5).build()?;
+    /// assert_eq!(f.info().max_iterations, 5);
+    /// # Ok::<(), atomic_cuckoo::redisbloom::ReserveError>(())
+    /// ```
+    pub fn max_iterations(mut self, max_iterations: u64) -> Self {
+        self.max_iterations = max_iterations;
+        self
+    }
+
+    /// `EXPANSION`: each new sub-filter has this many times the previous one's buckets,
+    /// `0..=32768`, rounded up to a power of two; `0` never grows (default 1).
+    ///
+    /// ```
+    /// let f = atomic_cuckoo::redisbloom::RedisCuckooFilter::builder().expansion(3).build()?;
+    /// assert_eq!(f.info().expansion, 4);
+    /// # Ok::<(), atomic_cuckoo::redisbloom::ReserveError>(())
+    /// ```
+    pub fn expansion(mut self, expansion: u64) -> Self {
+        self.expansion = expansion;
+        self
+    }
+
+    /// RedisBloom's `cf-max-expansions`: inserts fail with
+    /// [`RedisInsertError::MaxExpansionsReached`] once the filter has this many sub-filters,
+    /// `1..=65536` (default 32).
+    ///
+    /// ```
+    /// let f = atomic_cuckoo::redisbloom::RedisCuckooFilter::builder().max_expansions(4).build()?;
+    /// assert_eq!(f.info().filters, 1);
+    /// # Ok::<(), atomic_cuckoo::redisbloom::ReserveError>(())
+    /// ```
+    pub fn max_expansions(mut self, max_expansions: u64) -> Self {
+        self.max_expansions = max_expansions;
+        self
+    }
+
+    /// Builds the filter.
+    ///
+    /// # Errors
+    ///
+    /// A [`ReserveError`] for a parameter outside Redis's range, or when the first
+    /// sub-filter cannot be allocated.
+    pub fn build(self) -> Result<RedisCuckooFilter, ReserveError> {
+        let geometry = Geometry::reserve(
+            self.capacity,
+            self.bucket_size,
+            self.max_iterations,
+            self.expansion,
+        )?;
+        let max_expansions = params::max_expansions(self.max_expansions)?;
+        let first = SubFilter::new(geometry.buckets, geometry.bucket_size)
+            .map_err(|e| ReserveError::AllocationFailed { bytes: e.bytes })?;
+        Ok(RedisCuckooFilter::with_subs(
+            geometry,
+            max_expansions,
+            vec![first],
+            0,
+        ))
+    }
+}
+
+impl RedisCuckooFilter {
+    /// `CF.RESERVE key capacity` with the default options.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedisBuilder::build`].
+    ///
+    /// ```
+    /// let f = atomic_cuckoo::redisbloom::RedisCuckooFilter::reserve(100)?;
+    /// assert_eq!(f.info().buckets, 64);
+    /// # Ok::<(), atomic_cuckoo::redisbloom::ReserveError>(())
+    /// ```
+    pub fn reserve(capacity: u64) -> Result<Self, ReserveError> {
+        Self::builder().capacity(capacity).build()
+    }
+
+    /// A [`RedisBuilder`] with RedisBloom's defaults.
+    pub fn builder() -> RedisBuilder {
+        RedisBuilder::default()
+    }
+
+    fn with_subs(
+        geometry: Geometry,
+        max_expansions: u32,
+        subs: Vec<SubFilter>,
+        deletes: u64,
+    ) -> Self {
+        let slots = subs.len().max(max_expansions as usize);
+        let published = subs.len();
+        let mut subs = subs.into_iter();
+        let cells = (0..slots)
+            .map(|_| {
+                let cell = OnceLock::new();
+                if let Some(sub) = subs.next() {
+                    let _ = cell.set(Box::new(sub));
+                }
+                cell
+            })
+            .collect();
+        RedisCuckooFilter {
+            geometry,
+            max_expansions,
+            subs: cells,
+            published: AtomicUsize::new(published),
+            deletes: AtomicU64::new(deletes),
+            grow_lock: GrowLock::new(),
+            unique_gates: StripeSet::new(UNIQUE_GATES),
+        }
+    }
+
+    /// Live sub-filters.
+    #[inline]
+    fn live(&self) -> usize {
+        // Acquire: pairs with the Release stores in `grow` and `compact`: every sub-filter
+        // counted here is set, and a writer that sees a smaller count after taking its locks
+        // knows its sub-filter was dropped.
+        self.published.load(Ordering::Acquire)
+    }
+
+    #[inline]
+    fn sub(&self, i: usize) -> &SubFilter {
+        self.subs[i]
+            .get()
+            .expect("a counted sub-filter was set before the count was published")
+    }
+
+    /// `CF.EXISTS`: whether the item may be in the filter. Never `false` for an inserted item
+    /// (one not deleted since); wait-free.
+    pub fn contains(&self, item: impl AsRef<[u8]>) -> bool {
+        let h = ItemHash::of(item.as_ref());
+        self.lookup(&h) != Lookup::Absent
+    }
+
+    /// Newest sub-filter first: a compaction copies a fingerprint into an older sub-filter
+    /// before it erases it from a newer one, so a reader that missed it in the newer one (after
+    /// the erase) finds it in the older one.
+    fn lookup(&self, h: &ItemHash) -> Lookup {
+        Lookup::over((0..self.live()).rev().map(|i| self.sub(i).lookup(h)))
+    }
+
+    /// `CF.COUNT`: copies of the item's fingerprint in its buckets in every sub-filter. Like
+    /// RedisBloom, it counts a bucket twice when the item's two buckets are the same one.
+    pub fn count(&self, item: impl AsRef<[u8]>) -> u64 {
+        let h = ItemHash::of(item.as_ref());
+        (0..self.live()).map(|i| self.sub(i).count(&h) as u64).sum()
+    }
+
+    /// `CF.ADD`: stores one more copy of the item.
+    ///
+    /// # Errors
+    ///
+    /// [`RedisInsertError::MaxExpansionsReached`] when the filter already has its maximum
+    /// number of sub-filters (checked first, as Redis does), [`RedisInsertError::Full`] when a
+    /// filter without expansion has no room, [`RedisInsertError::GrowthFailed`] when a new
+    /// sub-filter cannot be allocated. Nothing changes then.
+    pub fn insert(&self, item: impl AsRef<[u8]>) -> Result<(), RedisInsertError> {
+        let h = ItemHash::of(item.as_ref());
+        self.check_expansions()?;
+        self.insert_hash(&h)
+    }
+
+    /// `CF.ADDNX`: stores the item unless it is (maybe) present; `Ok(true)` if it was stored.
+    /// Two threads adding the same item this way cannot both store it.
+    ///
+    /// # Errors
+    ///
+    /// As [`insert`](RedisCuckooFilter::insert); the sub-filter limit is checked before the
+    /// lookup, as Redis does.
+    pub fn insert_unique(&self, item: impl AsRef<[u8]>) -> Result<bool, RedisInsertError> {
+        let h = ItemHash::of(item.as_ref());
+        self.check_expansions()?;
+        let gate = (h.h1 as usize) % UNIQUE_GATES;
+        let _gate = self.unique_gates.lock_pair(gate, gate);
+        if (0..self.live()).rev().any(|i| self.sub(i).holds(&h)) {
+            return Ok(false);
+        }
+        self.insert_hash(&h).map(|()| true)
+    }
+
+    fn check_expansions(&self) -> Result<(), RedisInsertError> {
+        if self.live() >= self.max_expansions as usize {
+            return Err(RedisInsertError::MaxExpansionsReached);
+        }
+        Ok(())
+    }
+
+    /// RedisBloom's insert: the lowest free slot of bucket `h1`, then `h2`, in every sub-filter
+    /// from the newest; then a kick walk in the newest; then growth.
+    fn insert_hash(&self, h: &ItemHash) -> Result<(), RedisInsertError> {
+        'retry: loop {
+            let live = self.live();
+            for i in (0..live).rev() {
+                let sub = self.sub(i);
+                let guard = sub.lock_item(h);
+                if i >= self.live() {
+                    continue 'retry; // dropped by a compaction meanwhile
+                }
+                if let Some(at) = sub.free_slot(sub.pair(h)) {
+                    sub.write_slot(at, 0, h.fp);
+                    guard.add_items(1);
+                    return Ok(());
+                }
+            }
+            let newest = self.sub(live - 1);
+            let start = newest.pair(h).0;
+            let max_iterations = self.geometry.max_iterations;
+            match kick(newest, h.fp, start, max_iterations, || self.live() == live) {
+                KickOutcome::Placed(guard) => {
+                    guard.add_items(start, 1);
+                    return Ok(());
+                }
+                KickOutcome::Stale => continue 'retry,
+                KickOutcome::NoRoom => {}
+            }
+            if self.geometry.expansion == 0 {
+                return Err(RedisInsertError::Full);
+            }
+            self.grow(live)?;
+        }
+    }
+
+    /// Adds sub-filter `seen` (a power of two times the first one's buckets) unless the count
+    /// changed since the caller saw `seen`.
+    fn grow(&self, seen: usize) -> Result<(), RedisInsertError> {
+        let _grow = self.grow_lock.lock();
+        // Relaxed: `published` is only written under this lock.
+        if self.published.load(Ordering::Relaxed) != seen {
+            return Ok(());
+        }
+        let cell = self
+            .subs
+            .get(seen)
+            .ok_or(RedisInsertError::MaxExpansionsReached)?;
+        if cell.get().is_none() {
+            let buckets = self
+                .geometry
+                .sub_buckets(seen as u16)
+                .filter(|_| seen <= usize::from(u16::MAX))
+                .ok_or(RedisInsertError::GrowthFailed { bytes: usize::MAX })?;
+            let sub = SubFilter::new(buckets, self.geometry.bucket_size)
+                .map_err(|e| RedisInsertError::GrowthFailed { bytes: e.bytes })?;
+            if cell.set(Box::new(sub)).is_err() {
+                unreachable!("sub-filters are only set under the grow lock");
+            }
+        }
+        // Release: a reader that sees the new count sees the sub-filter set above.
+        self.published.store(seen + 1, Ordering::Release);
+        Ok(())
+    }
+
+    /// `CF.DEL`: removes one copy of the item, from the newest sub-filter that has one (bucket
+    /// `h1` first, lowest slot first); returns whether one was found. Like Redis, it may then
+    /// compact the filter (when it has several sub-filters and the deletes since the last
+    /// compaction exceed a tenth of the items).
+    ///
+    /// Only remove items you added: removing another may remove the fingerprint of an item
+    /// that collides with it.
+    pub fn remove(&self, item: impl AsRef<[u8]>) -> bool {
+        let h = ItemHash::of(item.as_ref());
+        let removed = (0..self.live()).rev().any(|i| {
+            let sub = self.sub(i);
+            let guard = sub.lock_item(&h);
+            match sub.slot_of(sub.pair(&h), h.fp) {
+                Some(at) => {
+                    sub.write_slot(at, h.fp, 0);
+                    guard.add_items(-1);
+                    true
+                }
+                None => false,
+            }
+        });
+        if removed {
+            // Relaxed: an independent counter, read by the compaction check below.
+            self.deletes.fetch_add(1, Ordering::Relaxed);
+            if self.live() > 1 && self.compaction_due() {
+                self.compact_with(false, true);
+            }
+        }
+        removed
+    }
+
+    /// RedisBloom's auto-compaction rule: `numDeletes > numItems × 0.1`, in doubles.
+    fn compaction_due(&self) -> bool {
+        // Relaxed: a heuristic trigger; the compaction re-checks it under its locks.
+        let deletes = self.deletes.load(Ordering::Relaxed) as f64;
+        deletes > self.items() as f64 * 0.1
+    }
+
+    /// `CF.COMPACT`: moves fingerprints from newer sub-filters into older ones where their
+    /// buckets have room, and drops newest sub-filters left empty.
+    pub fn compact(&self) {
+        self.compact_with(true, false);
+    }
+
+    /// `numItems`: fingerprints in every sub-filter, dropped ones included (they are empty).
+    fn items(&self) -> u64 {
+        self.subs
+            .iter()
+            .filter_map(OnceLock::get)
+            .map(|s| s.len() as u64)
+            .sum()
+    }
+
+    /// Runs `f` with every live sub-filter frozen (writers wait, readers go on) and growth
+    /// held off.
+    fn frozen<R>(&self, f: impl FnOnce(&[(&SubFilter, FreezeGuard<'_>)]) -> R) -> R {
+        let _grow = self.grow_lock.lock();
+        let held: Vec<(&SubFilter, FreezeGuard<'_>)> = (0..self.live())
+            .map(|i| {
+                let sub = self.sub(i);
+                (sub, sub.freeze())
+            })
+            .collect();
+        f(&held)
+    }
+
+    /// RedisBloom's compaction (`cont`: `CF.COMPACT` goes on past a sub-filter it could not
+    /// empty; the automatic one stops there). `auto`: re-check the trigger under the freeze, so
+    /// that racing deletes compact once.
+    fn compact_with(&self, cont: bool, auto: bool) {
+        self.frozen(|held| {
+            if auto && !self.compaction_due() {
+                return;
+            }
+            super::compact::compact(held, cont, |live| {
+                // Release: a reader or writer that sees the smaller count sees the emptied
+                // sub-filter's erases.
+                self.published.store(live, Ordering::Release);
+            });
+            // Relaxed: read by the trigger, which re-checks under the freeze.
+            self.deletes.store(0, Ordering::Relaxed);
+        });
+    }
+
+    /// `CF.INFO`.
+    pub fn info(&self) -> RedisInfo {
+        let live = self.live();
+        let bytes = (0..live).map(|i| self.sub(i).bytes() as u64);
+        RedisInfo {
+            size: params::info_size(bytes),
+            buckets: self.geometry.buckets,
+            filters: live as u64,
+            items: self.items(),
+            // Relaxed: a statistic.
+            deletes: self.deletes.load(Ordering::Relaxed),
+            bucket_size: u64::from(self.geometry.bucket_size),
+            expansion: u64::from(self.geometry.expansion),
+            max_iterations: u64::from(self.geometry.max_iterations),
+        }
+    }
+
+    /// The header and every sub-filter's bytes, at one moment (writers wait meanwhile).
+    fn snapshot(&self) -> (Header, Vec<Vec<u8>>) {
+        self.frozen(|held| {
+            let data: Vec<Vec<u8>> = held.iter().map(|(s, g)| s.frozen_bytes(g)).collect();
+            let header = Header {
+                items: super::raw::occupied_slots(&data),
+                buckets: self.geometry.buckets,
+                // Relaxed: deletes change only under a sub-filter's stripes, frozen now.
+                deletes: self.deletes.load(Ordering::Relaxed),
+                filters: held.len() as u64,
+                bucket_size: self.geometry.bucket_size,
+                max_iterations: self.geometry.max_iterations,
+                expansion: self.geometry.expansion,
+            };
+            (header, data)
+        })
+    }
+
+    /// `CF.SCANDUMP key 0, 1, …`: every reply with data, in order, of one consistent state
+    /// (the iterator and the bytes). Empty for an empty filter, as Redis returns nothing then.
+    pub fn scandump(&self) -> Vec<(u64, Vec<u8>)> {
+        let (header, data) = self.snapshot();
+        let slices: Vec<&[u8]> = data.iter().map(Vec::as_slice).collect();
+        chunks::scandump(&header, &slices)
+    }
+
+    /// A `DUMP` payload of the filter for `RESTORE`, for a server of RDB version
+    /// `rdb_version` or newer (9 for Redis 6.0 and later; see the README).
+    pub fn dump_payload(&self, rdb_version: u16) -> Vec<u8> {
+        let (header, data) = self.snapshot();
+        let slices: Vec<&[u8]> = data.iter().map(Vec::as_slice).collect();
+        payload::encode(&header, &slices, rdb_version)
+    }
+
+    /// A filter from `CF.SCANDUMP` replies (as [`scandump`](RedisCuckooFilter::scandump) or a
+    /// server returns them), checked before anything is allocated for them.
+    ///
+    /// # Errors
+    ///
+    /// A [`LoadError`] for anything Redis would refuse, and for what it would accept but is
+    /// corrupt or could crash it.
+    pub fn from_chunks<'a>(
+        chunks: impl IntoIterator<Item = (u64, &'a [u8])>,
+    ) -> Result<Self, LoadError> {
+        Self::from_raw(chunks::assemble(chunks)?)
+    }
+
+    /// A filter from a `DUMP` payload: one made by
+    /// [`dump_payload`](RedisCuckooFilter::dump_payload), or Redis's own (LZF-compressed or
+    /// not).
+    ///
+    /// # Errors
+    ///
+    /// A [`LoadError`] for a payload that is truncated, corrupt (checksum), not a cuckoo
+    /// filter, or inconsistent.
+    pub fn from_dump_payload(payload: &[u8]) -> Result<Self, LoadError> {
+        Self::from_raw(payload::decode(payload)?)
+    }
+
+    fn from_raw(raw: RawFilter) -> Result<Self, LoadError> {
+        let g = raw.geometry;
+        let subs = raw
+            .filters
+            .iter()
+            .enumerate()
+            .map(|(i, data)| {
+                let buckets = g.sub_buckets(i as u16).expect("checked by validation");
+                SubFilter::from_bytes(buckets, g.bucket_size, data).map_err(|e| {
+                    LoadError::AllocationFailed {
+                        bytes: e.bytes as u64,
+                    }
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self::with_subs(
+            g,
+            params::DEFAULT_MAX_EXPANSIONS,
+            subs,
+            raw.header.deletes,
+        ))
+    }
+
+    /// Heap bytes held: every sub-filter's slots and stripes (dropped ones included).
+    pub fn memory_usage(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + std::mem::size_of_val(&*self.subs)
+            + self
+                .subs
+                .iter()
+                .filter_map(OnceLock::get)
+                .map(|s| s.heap_bytes())
+                .sum::<usize>()
+    }
+}
+
+impl fmt::Debug for RedisCuckooFilter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let info = self.info();
+        f.debug_struct("RedisCuckooFilter")
+            .field("items", &info.items)
+            .field("filters", &info.filters)
+            .field("buckets", &info.buckets)
+            .field("bucket_size", &info.bucket_size)
+            .field("expansion", &info.expansion)
+            .field("max_iterations", &info.max_iterations)
+            .field("max_expansions", &self.max_expansions)
+            .field("deletes", &info.deletes)
+            .finish()
+    }
+}
