@@ -365,11 +365,6 @@ pub enum LoadError {
         /// The opcode found.
         found: u64,
     },
-    /// A sub-filter is stored as an integer-encoded string, which it never is.
-    IntegerString {
-        /// Where the string starts.
-        offset: usize,
-    },
     /// A string uses an unknown special encoding.
     StringEncoding {
         /// Where the string starts.
@@ -519,10 +514,6 @@ impl fmt::Display for LoadError {
             } => write!(
                 f,
                 "module opcode {found} at byte {offset}, expected {expected}"
-            ),
-            LoadError::IntegerString { offset } => write!(
-                f,
-                "integer-encoded string at byte {offset} where a sub-filter belongs"
             ),
             LoadError::StringEncoding { offset, byte } => {
                 write!(f, "unknown string encoding {byte:#04x} at byte {offset}")

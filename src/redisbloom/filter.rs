@@ -19,6 +19,73 @@ use crate::table::Lookup;
 /// Stripes of the gate that makes `insert_unique` of one item atomic.
 const UNIQUE_GATES: usize = 256;
 
+/// Sub-filter cells: the first 32 in one block, then blocks of 32, 64, … up to 65,536 cells,
+/// each allocated when first needed. A filter can have up to 65,535 sub-filters (one
+/// `CF.INSERT` can grow far past `max_expansions`, and a dump can hold that many), but most
+/// have a few: this costs them 32 cells.
+struct Cells {
+    blocks: [OnceLock<Block>; 12],
+}
+
+/// One block of cells.
+type Block = Box<[OnceLock<Box<SubFilter>>]>;
+
+impl Cells {
+    /// Most sub-filters (`numFilters` is 16 bits wide).
+    const MAX: usize = 65_535;
+
+    fn new() -> Self {
+        Cells {
+            blocks: Default::default(),
+        }
+    }
+
+    /// Block and offset of cell `i`: block 0 holds 0..32, block `k` holds `2^(k+4)..2^(k+5)`.
+    fn place(i: usize) -> (usize, usize) {
+        if i < 32 {
+            (0, i)
+        } else {
+            let k = i.ilog2() as usize - 4;
+            (k, i - (1 << (k + 4)))
+        }
+    }
+
+    /// Cell `i`, allocating its block if needed; `None` past `MAX`.
+    fn cell(&self, i: usize) -> Option<&OnceLock<Box<SubFilter>>> {
+        if i >= Self::MAX {
+            return None;
+        }
+        let (k, offset) = Self::place(i);
+        let len = if k == 0 { 32 } else { 1 << (k + 4) };
+        let block = self.blocks[k].get_or_init(|| (0..len).map(|_| OnceLock::new()).collect());
+        Some(&block[offset])
+    }
+
+    /// Sub-filter `i`, if set.
+    #[inline]
+    fn get(&self, i: usize) -> Option<&SubFilter> {
+        let (k, offset) = Self::place(i);
+        self.blocks[k].get()?.get(offset)?.get().map(|b| &**b)
+    }
+
+    /// Every sub-filter set, live or dropped.
+    fn all(&self) -> impl Iterator<Item = &SubFilter> {
+        self.blocks
+            .iter()
+            .filter_map(OnceLock::get)
+            .flat_map(|b| b.iter().filter_map(OnceLock::get).map(|b| &**b))
+    }
+
+    /// Heap bytes of the cells themselves.
+    fn heap_bytes(&self) -> usize {
+        self.blocks
+            .iter()
+            .filter_map(OnceLock::get)
+            .map(|b| std::mem::size_of_val(&**b))
+            .sum()
+    }
+}
+
 /// A cuckoo filter that is byte for byte a RedisBloom `CF.*` filter: the same hashing, layout,
 /// insertion and kick order, deletes, compaction and counters, so that after the same commands
 /// it holds the same bytes as Redis and gives the same replies. Shared by reference between
@@ -43,7 +110,7 @@ pub struct RedisCuckooFilter {
     /// Sub-filters in order; `published` of them are live. A compaction that empties the
     /// newest unpublishes it but keeps it (zeroed) for the next growth: readers may still be
     /// looking at it.
-    subs: Box<[OnceLock<Box<SubFilter>>]>,
+    subs: Cells,
     published: AtomicUsize,
     /// `numDeletes`: deletes since the last compaction.
     deletes: AtomicU64,
@@ -231,18 +298,16 @@ impl RedisCuckooFilter {
         subs: Vec<SubFilter>,
         deletes: u64,
     ) -> Self {
-        let slots = subs.len().max(max_expansions as usize);
         let published = subs.len();
-        let mut subs = subs.into_iter();
-        let cells = (0..slots)
-            .map(|_| {
-                let cell = OnceLock::new();
-                if let Some(sub) = subs.next() {
-                    let _ = cell.set(Box::new(sub));
-                }
-                cell
-            })
-            .collect();
+        let cells = Cells::new();
+        for (i, sub) in subs.into_iter().enumerate() {
+            let cell = cells
+                .cell(i)
+                .expect("validation caps sub-filters at 65,535");
+            if cell.set(Box::new(sub)).is_err() {
+                unreachable!("each cell is set once");
+            }
+        }
         RedisCuckooFilter {
             geometry,
             max_expansions,
@@ -265,8 +330,8 @@ impl RedisCuckooFilter {
 
     #[inline]
     fn sub(&self, i: usize) -> &SubFilter {
-        self.subs[i]
-            .get()
+        self.subs
+            .get(i)
             .expect("a counted sub-filter was set before the count was published")
     }
 
@@ -315,6 +380,94 @@ impl RedisCuckooFilter {
     pub fn insert_unique(&self, item: impl AsRef<[u8]>) -> Result<bool, RedisInsertError> {
         let h = ItemHash::of(item.as_ref());
         self.check_expansions()?;
+        self.insert_unique_hash(&h)
+    }
+
+    /// `CF.INSERT key ITEMS …` on an existing filter: one copy of each item, in order; the
+    /// sub-filter limit is checked once, before the first item (so one call can grow past
+    /// it, as in Redis). Each answer is `true` if the item was stored, `false` if there was no
+    /// room (Redis's `-1`).
+    ///
+    /// # Errors
+    ///
+    /// [`RedisInsertError::MaxExpansionsReached`] before any item;
+    /// [`RedisInsertError::GrowthFailed`] at the item that needed a sub-filter that could not
+    /// be allocated (the items before it are in).
+    ///
+    /// ```
+    /// let f = atomic_cuckoo::redisbloom::RedisCuckooFilter::reserve(100)?;
+    /// assert_eq!(f.insert_many(["a", "b"]).unwrap(), [true, true]);
+    /// # Ok::<(), atomic_cuckoo::redisbloom::ReserveError>(())
+    /// ```
+    pub fn insert_many<I>(&self, items: I) -> Result<Vec<bool>, RedisInsertError>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<[u8]>,
+    {
+        self.insert_each(items, |h| self.insert_hash(h).map(|()| true), false)
+    }
+
+    /// `CF.INSERTNX key ITEMS …`: as [`insert_many`](RedisCuckooFilter::insert_many) with
+    /// [`insert_unique`](RedisCuckooFilter::insert_unique) for each item: `Some(true)` stored,
+    /// `Some(false)` (maybe) present already, `None` no room (Redis's `1`, `0`, `-1`).
+    ///
+    /// # Errors
+    ///
+    /// As [`insert_many`](RedisCuckooFilter::insert_many).
+    pub fn insert_many_unique<I>(&self, items: I) -> Result<Vec<Option<bool>>, RedisInsertError>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<[u8]>,
+    {
+        self.insert_each(items, |h| self.insert_unique_hash(h).map(Some), None)
+    }
+
+    /// A `CF.INSERT`-like command: the sub-filter limit checked once, then `insert` for each
+    /// item, with `no_room` as the answer for an item that did not fit.
+    fn insert_each<I, T>(
+        &self,
+        items: I,
+        insert: impl Fn(&ItemHash) -> Result<T, RedisInsertError>,
+        no_room: T,
+    ) -> Result<Vec<T>, RedisInsertError>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<[u8]>,
+        T: Copy,
+    {
+        self.check_expansions()?;
+        items
+            .into_iter()
+            .map(|item| match insert(&ItemHash::of(item.as_ref())) {
+                Err(RedisInsertError::Full) => Ok(no_room),
+                other => other,
+            })
+            .collect()
+    }
+
+    /// `CF.MEXISTS`: `results` is cleared and receives [`contains`](RedisCuckooFilter::contains)
+    /// of each item, in order.
+    ///
+    /// ```
+    /// let f = atomic_cuckoo::redisbloom::RedisCuckooFilter::reserve(100)?;
+    /// f.insert("a").unwrap();
+    /// let mut found = Vec::new();
+    /// f.contains_many(["a", "b"], &mut found);
+    /// assert!(found[0]);
+    /// # Ok::<(), atomic_cuckoo::redisbloom::ReserveError>(())
+    /// ```
+    pub fn contains_many<I>(&self, items: I, results: &mut Vec<bool>)
+    where
+        I: IntoIterator,
+        I::Item: AsRef<[u8]>,
+    {
+        results.clear();
+        results.extend(items.into_iter().map(|item| self.contains(item)));
+    }
+
+    /// `insert_unique` of a hashed item, without the sub-filter limit check.
+    fn insert_unique_hash(&self, h: &ItemHash) -> Result<bool, RedisInsertError> {
+        let h = *h;
         let gate = (h.h1 as usize) % UNIQUE_GATES;
         let _gate = self.unique_gates.lock_pair(gate, gate);
         if (0..self.live()).rev().any(|i| self.sub(i).holds(&h)) {
@@ -375,7 +528,7 @@ impl RedisCuckooFilter {
         }
         let cell = self
             .subs
-            .get(seen)
+            .cell(seen)
             .ok_or(RedisInsertError::MaxExpansionsReached)?;
         if cell.get().is_none() {
             let buckets = self
@@ -440,11 +593,7 @@ impl RedisCuckooFilter {
 
     /// `numItems`: fingerprints in every sub-filter, dropped ones included (they are empty).
     fn items(&self) -> u64 {
-        self.subs
-            .iter()
-            .filter_map(OnceLock::get)
-            .map(|s| s.len() as u64)
-            .sum()
+        self.subs.all().map(|s| s.len() as u64).sum()
     }
 
     /// Runs `f` with every live sub-filter frozen (writers wait, readers go on) and growth
@@ -580,13 +729,8 @@ impl RedisCuckooFilter {
     /// Heap bytes held: every sub-filter's slots and stripes (dropped ones included).
     pub fn memory_usage(&self) -> usize {
         std::mem::size_of::<Self>()
-            + std::mem::size_of_val(&*self.subs)
-            + self
-                .subs
-                .iter()
-                .filter_map(OnceLock::get)
-                .map(|s| s.heap_bytes())
-                .sum::<usize>()
+            + self.subs.heap_bytes()
+            + self.subs.all().map(SubFilter::heap_bytes).sum::<usize>()
     }
 }
 

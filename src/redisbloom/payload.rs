@@ -380,10 +380,11 @@ mod tests {
                 expected: 4
             })
         );
-        assert_eq!(
+        // An integer-encoded string is a decimal text: "7" is not a 4-byte sub-filter.
+        assert!(matches!(
             decode(&with_first_string(&[0x05, 0xc0, 7])),
-            Err(LoadError::IntegerString { offset: 27 })
-        );
+            Err(LoadError::SubFilterLength { len: 1, .. })
+        ));
         assert_eq!(
             decode(&with_first_string(&[0x05, 0xc5])),
             Err(LoadError::StringEncoding {

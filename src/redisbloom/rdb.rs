@@ -63,6 +63,10 @@ pub(crate) enum RdbString<'a> {
         data: &'a [u8],
         len: u64,
     },
+    /// Stored as an integer: Redis does this for any string that is a canonical decimal
+    /// number of up to 11 characters, so a sub-filter whose bytes happen to be ASCII digits
+    /// (`"33333333"`) comes out this way. The string is the number in decimal.
+    Integer(i64),
 }
 
 impl<'a> RdbString<'a> {
@@ -71,6 +75,7 @@ impl<'a> RdbString<'a> {
         match *self {
             RdbString::Plain(bytes) => bytes.len() as u64,
             RdbString::Lzf { len, .. } => len,
+            RdbString::Integer(n) => n.to_string().len() as u64,
         }
     }
 
@@ -84,6 +89,7 @@ impl<'a> RdbString<'a> {
                     .map(Cow::Owned)
                     .map_err(|error| LoadError::Lzf { offset, error })
             }
+            RdbString::Integer(n) => Ok(Cow::Owned(n.to_string().into_bytes())),
         }
     }
 }
@@ -201,7 +207,16 @@ impl<'a> Reader<'a> {
                 let data = self.take(compressed, start)?;
                 Ok(RdbString::Lzf { offset, data, len })
             }
-            LenField::Encoded(0..=2) => Err(LoadError::IntegerString { offset: start }),
+            LenField::Encoded(width @ 0..=2) => {
+                // 0xC0, 0xC1, 0xC2: a little-endian signed integer of 1, 2 or 4 bytes.
+                let bytes = self.take(1 << width, start)?;
+                let mut le = [0u8; 8];
+                le[..bytes.len()].copy_from_slice(bytes);
+                let shift = 64 - 8 * bytes.len() as u32;
+                Ok(RdbString::Integer(
+                    (i64::from_le_bytes(le) << shift) >> shift,
+                ))
+            }
             LenField::Encoded(_) => Err(LoadError::StringEncoding {
                 offset: start,
                 byte: self.bytes[start],
@@ -317,12 +332,21 @@ mod tests {
             "{error:?}"
         );
 
-        for enc in [0xc0, 0xc1, 0xc2] {
-            assert_eq!(
-                Reader::new(&[0x05, enc, 1, 2, 3, 4]).string().unwrap_err(),
-                LoadError::IntegerString { offset: 1 }
-            );
+        // Integer encodings read as the decimal text of the number (sign-extended).
+        for (bytes, text) in [
+            (&[0x05, 0xc0, 0x7b][..], "123"),
+            (&[0x05, 0xc0, 0xff][..], "-1"),
+            (&[0x05, 0xc1, 0x39, 0x30][..], "12345"),
+            (&[0x05, 0xc2, 0x55, 0xa0, 0xfc, 0x01][..], "33333333"),
+        ] {
+            let s = Reader::new(bytes).string().unwrap();
+            assert_eq!(s.len(), text.len() as u64);
+            assert_eq!(&*s.into_bytes().unwrap(), text.as_bytes());
         }
+        assert!(matches!(
+            Reader::new(&[0x05, 0xc2, 1, 2]).string(),
+            Err(LoadError::Truncated { .. })
+        ));
         assert_eq!(
             Reader::new(&[0x05, 0xc4]).string().unwrap_err(),
             LoadError::StringEncoding {
