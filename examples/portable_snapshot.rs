@@ -6,9 +6,44 @@
 //! cargo run --release --example portable_snapshot -- check /tmp/a.snapshot
 //! ```
 
+mod common;
+
 use std::process::ExitCode;
 
 use atomic_cuckoo::CuckooFilter;
+use common::{Long, Short, Value, ValueExt};
+
+const USAGE: &str = "\
+Usage: portable_snapshot (write|check) PATH
+
+  write PATH    save a probe filter, made with the default (portable) hasher, to PATH
+  check PATH    load PATH and check that it equals the probe filter built here, byte for byte
+  -h, --help    print this help
+
+Write with one build of this crate (say with `-C target-cpu=native`) and check with another.
+Run it with `cargo run --release --example portable_snapshot -- write|check PATH`.";
+
+/// Reads `(write|check) PATH`: whether to write, and the path.
+fn parse_args() -> (bool, String) {
+    common::parse(USAGE, |p| {
+        let (mut mode, mut path) = (None, None);
+        while let Some(arg) = p.next()? {
+            match arg {
+                Short('h') | Long("help") => return Ok(None),
+                Value(v) if mode.is_none() => mode = Some(v.string()?),
+                Value(v) if path.is_none() => path = Some(v.string()?),
+                _ => return Err(arg.unexpected()),
+            }
+        }
+        let (Some(mode), Some(path)) = (mode, path) else {
+            return Err("expected a mode (write or check) and a PATH".into());
+        };
+        match mode.as_str() {
+            "write" | "check" => Ok(Some((mode == "write", path))),
+            _ => Err(format!("unknown mode {mode:?}: write or check").into()),
+        }
+    })
+}
 
 /// Items of the probe filter: integers and strings, in a filter that grows (so several levels).
 fn fill(filter: &CuckooFilter) {
@@ -29,18 +64,11 @@ fn probe_filter() -> CuckooFilter {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let (mode, path) = match args.as_slice() {
-        [mode, path] if mode == "write" || mode == "check" => (mode.as_str(), path),
-        _ => {
-            eprintln!("usage: portable_snapshot (write|check) PATH");
-            return ExitCode::from(2);
-        }
-    };
-    if mode == "write" {
+    let (write, path) = parse_args();
+    if write {
         let filter = probe_filter();
         fill(&filter);
-        if let Err(e) = std::fs::write(path, filter.to_bytes()) {
+        if let Err(e) = std::fs::write(&path, filter.to_bytes()) {
             eprintln!("writing {path}: {e}");
             return ExitCode::FAILURE;
         }
@@ -51,7 +79,7 @@ fn main() -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
-    let bytes = match std::fs::read(path) {
+    let bytes = match std::fs::read(&path) {
         Ok(bytes) => bytes,
         Err(e) => {
             eprintln!("reading {path}: {e}");

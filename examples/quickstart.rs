@@ -2,28 +2,58 @@
 //! are in it and items that are not. Prints throughput, load, and the measured false-positive
 //! rate next to the predicted one.
 //!
-//! `cargo run --release --example quickstart [items] [threads]`
+//! `cargo run --release --example quickstart -- [--items N] [--threads T]`
+
+mod common;
 
 use std::sync::Arc;
 use std::thread;
 use std::time::Instant;
 
 use atomic_cuckoo::CuckooFilter;
+use common::{Long, Short, Value};
+
+const USAGE: &str = "\
+Usage: quickstart [--items N] [--threads T]
+
+Fills one shared filter built for N items from T threads, then looks up items that are in it
+and items that are not; prints throughput, load and the false-positive rate.
+
+Options:
+  --items N     items to insert (default 2000000; `_` may separate digits)
+  --threads T   threads (default: the number of CPUs)
+  -h, --help    print this help
+
+N and T may also be given in that order without their flags: quickstart [N [T]].
+Run it with `cargo run --release --example quickstart -- [OPTIONS]`.";
 
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let items: usize = args.next().map_or(2_000_000, |a| a.parse().expect("items"));
-    let threads: usize = args.next().map_or_else(
-        || thread::available_parallelism().map_or(2, |n| n.get()),
-        |a| a.parse().expect("threads"),
-    );
+    let (items, threads) = common::parse(USAGE, |p| {
+        let mut items = 2_000_000;
+        let mut threads = thread::available_parallelism().map_or(2, |n| n.get());
+        let mut positional = 0;
+        while let Some(arg) = p.next()? {
+            match arg {
+                Short('h') | Long("help") => return Ok(None),
+                Long("items") => items = common::number(p.value()?, "--items")?,
+                Long("threads") => threads = common::number(p.value()?, "--threads")?,
+                Value(v) if positional == 0 => (items, positional) = (common::number(v, "N")?, 1),
+                Value(v) if positional == 1 => (threads, positional) = (common::number(v, "T")?, 2),
+                _ => return Err(arg.unexpected()),
+            }
+        }
+        if threads == 0 {
+            return Err("--threads must be at least 1".into());
+        }
+        Ok(Some((items, threads)))
+    });
 
     let filter = Arc::new(
         CuckooFilter::builder()
             .capacity(items)
             .false_positive_rate(0.01)
             .build()
-            .expect("a filter of this size"),
+            .unwrap_or_else(|e| common::fail(format_args!("cannot build the filter: {e}"))),
     );
     println!("{filter:?}\n");
 

@@ -11,6 +11,8 @@
 //! items, so the load stays put), and removes. Prints a table of million operations per second,
 //! load factor, bits per item and the measured false-positive rate.
 
+mod common;
+
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Barrier;
@@ -18,6 +20,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use atomic_cuckoo::CuckooFilter;
+use common::{Long, Short};
 
 struct Args {
     items: usize,
@@ -29,41 +32,63 @@ struct Args {
     fill: f64,
 }
 
-const USAGE: &str = "usage: throughput [--items N] [--threads T] [--reads PERCENT] \
-[--bits B | --rate R] [--seconds S] [--fill FRACTION]";
+const USAGE: &str = "\
+Usage: throughput [--items N] [--threads T] [--reads PERCENT] [--bits B | --rate R]
+                  [--seconds S] [--fill FRACTION]
 
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
-        items: 10_000_000,
-        threads: thread::available_parallelism().map_or(2, |n| n.get()),
-        reads: 90,
-        bits: None,
-        rate: 0.01,
-        seconds: 2.0,
-        fill: 0.95,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        if flag == "--help" || flag == "-h" {
-            return Err(USAGE.into());
+Fills a filter and measures each operation's throughput on this machine.
+
+Options:
+  --items N          items the filter is built for (default 10000000; `_` may separate digits)
+  --threads T        threads (default: the number of CPUs)
+  --reads PERCENT    share of lookups in the mixed phase, 0 to 100 (default 90)
+  --bits B           fingerprint bits (default: as many as --rate needs)
+  --rate R           target false-positive rate (default 0.01)
+  --seconds S        seconds each timed phase runs (default 2)
+  --fill FRACTION    how full to fill the filter, 0 to 1 (default 0.95)
+  -h, --help         print this help
+
+Run it with `cargo run --release --example throughput -- [OPTIONS]`.";
+
+fn parse_args() -> Args {
+    common::parse(USAGE, |p| {
+        let mut args = Args {
+            items: 10_000_000,
+            threads: thread::available_parallelism().map_or(2, |n| n.get()),
+            reads: 90,
+            bits: None,
+            rate: 0.01,
+            seconds: 2.0,
+            fill: 0.95,
+        };
+        while let Some(arg) = p.next()? {
+            match arg {
+                Short('h') | Long("help") => return Ok(None),
+                Long("items") => args.items = common::number(p.value()?, "--items")?,
+                Long("threads") => args.threads = common::number(p.value()?, "--threads")?,
+                Long("reads") => args.reads = common::number(p.value()?, "--reads")?,
+                Long("bits") => args.bits = Some(common::number(p.value()?, "--bits")?),
+                Long("rate") => args.rate = common::number(p.value()?, "--rate")?,
+                Long("seconds") => args.seconds = common::number(p.value()?, "--seconds")?,
+                Long("fill") => args.fill = common::number(p.value()?, "--fill")?,
+                _ => return Err(arg.unexpected()),
+            }
         }
-        let value = it.next().ok_or(format!("{flag} needs a value\n{USAGE}"))?;
-        let bad = || format!("bad value {value:?} for {flag}\n{USAGE}");
-        match flag.as_str() {
-            "--items" => args.items = value.replace('_', "").parse().map_err(|_| bad())?,
-            "--threads" => args.threads = value.parse().map_err(|_| bad())?,
-            "--reads" => args.reads = value.parse().map_err(|_| bad())?,
-            "--bits" => args.bits = Some(value.parse().map_err(|_| bad())?),
-            "--rate" => args.rate = value.parse().map_err(|_| bad())?,
-            "--seconds" => args.seconds = value.parse().map_err(|_| bad())?,
-            "--fill" => args.fill = value.parse().map_err(|_| bad())?,
-            _ => return Err(format!("unknown flag {flag}\n{USAGE}")),
+        if args.threads == 0 {
+            return Err("--threads must be at least 1".into());
         }
-    }
-    if args.threads == 0 || args.reads > 100 || !(0.0..=1.0).contains(&args.fill) {
-        return Err(USAGE.into());
-    }
-    Ok(args)
+        if args.reads > 100 {
+            return Err("--reads is a percentage, 0 to 100".into());
+        }
+        if !(0.0..=1.0).contains(&args.fill) {
+            return Err("--fill is a fraction, 0 to 1".into());
+        }
+        // Each timed phase runs until told to stop: it needs a time that a Duration can hold.
+        if !(args.seconds > 0.0 && Duration::try_from_secs_f64(args.seconds).is_ok()) {
+            return Err("--seconds must be a positive number".into());
+        }
+        Ok(Some(args))
+    })
 }
 
 /// Distinct keys: an odd multiplier and an xor make `i -> key(i)` a bijection on u64.
@@ -120,25 +145,15 @@ fn progress(done: usize, total: usize, seconds: f64) {
 }
 
 fn main() {
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(msg) => {
-            eprintln!("{msg}");
-            std::process::exit(2);
-        }
-    };
+    let args = parse_args();
     let mut builder = CuckooFilter::builder().capacity(args.items);
     builder = match args.bits {
         Some(bits) => builder.fingerprint_bits(bits),
         None => builder.false_positive_rate(args.rate),
     };
-    let filter = match builder.build() {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("cannot build the filter: {e}");
-            std::process::exit(2);
-        }
-    };
+    let filter = builder
+        .build()
+        .unwrap_or_else(|e| common::fail(format_args!("cannot build the filter: {e}")));
     let threads = args.threads;
     let target = ((filter.slots() as f64 * args.fill) as usize).max(threads);
     println!(
