@@ -490,6 +490,9 @@ impl RedisCuckooFilter {
             let live = self.live();
             for i in (0..live).rev() {
                 let sub = self.sub(i);
+                if sub.looks_full(sub.pair(h)) {
+                    continue;
+                }
                 let guard = sub.lock_item(h);
                 if i >= self.live() {
                     continue 'retry; // dropped by a compaction meanwhile

@@ -300,6 +300,15 @@ impl SubFilter {
         })
     }
 
+    /// Whether both buckets look full, read without their stripes: a hint that lets an insert
+    /// skip locking a sub-filter with no room (a slot freed meanwhile may be missed, as if the
+    /// insert had come first).
+    #[inline]
+    pub(crate) fn looks_full(&self, (a, b): (usize, usize)) -> bool {
+        // Relaxed: only a hint; the insert re-checks under the locks.
+        self.find(a, 0, Ordering::Relaxed).is_none() && self.find(b, 0, Ordering::Relaxed).is_none()
+    }
+
     /// The lowest slot holding `fp` in bucket `h1`, else in bucket `h2`, as RedisBloom
     /// deletes. The caller holds the pair.
     pub(crate) fn slot_of(&self, (a, b): (usize, usize), fp: u8) -> Option<Slot> {
