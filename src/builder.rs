@@ -174,8 +174,10 @@ impl<S> Builder<S> {
     pub fn build(self) -> Result<CuckooFilter<S>, BuildError> {
         let plan = self.plan()?;
         let shape = plan.level_shape(0).map_err(|e| self.level_error(e))?;
-        let table = Table::new(shape, Limits::DEFAULT, self.huge_pages)
+        let mut table = Table::new(shape, Limits::DEFAULT, self.huge_pages)
             .map_err(|e| BuildError::AllocationFailed { bytes: e.bytes })?;
+        // Building is not an insert: level 0's page faults are taken here, not by the inserts.
+        table.fault_in();
         Ok(CuckooFilter::from_parts(
             Levels::new(table, plan, Limits::DEFAULT, self.huge_pages),
             self.hasher,
