@@ -115,9 +115,15 @@ impl Table {
     }
 
     /// Backs every page of this new, empty table now, on this thread: a table built off the
-    /// insert path (level 0 at build) then costs no insert a page fault.
+    /// insert path (level 0 at build, a level prepared ahead) then costs no insert a page fault.
     pub(crate) fn fault_in(&mut self) {
         self.words.fault_in();
+    }
+
+    /// How many of the pages of the bucket words are resident now, of how many.
+    #[cfg(all(test, target_os = "linux", not(loom)))]
+    pub(crate) fn resident_pages(&self) -> (usize, usize) {
+        self.words.resident_pages()
     }
 
     /// A table holding `words` (checked by the caller: lanes in range, `items` of them full).

@@ -1,11 +1,12 @@
 //! Memory for bucket words: one contiguous array of `AtomicU64`.
 //!
-//! A new level is allocated by the insert that found the newest one full, so its cost is that
-//! insert's latency: no table is written when it is allocated. On Linux, tables of 2 MiB and more
-//! get a private anonymous mapping of their own, which the kernel hands out zeroed page by page
-//! on first touch: the zeroing and the page faults spread over the inserts that fill the table
-//! instead of stalling the one that added it (writing a 16 MiB level took that insert 2–22 ms).
-//! A mapping of its own also keeps the allocator from reusing freed heap memory, which it would
+//! A new level may be allocated by the insert that found the newest one full (when it was not
+//! prepared ahead, see `levels`), so allocating writes nothing. On Linux, tables of 2 MiB and
+//! more get a private anonymous mapping of their own, which the kernel hands out zeroed page by
+//! page on first touch: the zeroing and the page faults spread over the inserts that fill the
+//! table instead of stalling the one that added it (writing a 16 MiB level took that insert
+//! 2–22 ms). `fault_in` takes all the faults at once, for a table built off the insert path. A
+//! mapping of its own also keeps the allocator from reusing freed heap memory, which it would
 //! have to zero itself. Smaller tables, and all tables elsewhere, come zeroed from the allocator.
 //!
 //! Large tables also ask the kernel for transparent huge pages (Linux `madvise(MADV_HUGEPAGE)`,
