@@ -198,9 +198,11 @@ impl Drop for FreezingHere {
 /// sums the newest level's stripe counters, a few microseconds for the largest tables.
 const PREPARE_SAMPLE: u64 = 1 << 12;
 
-/// Levels at least this large (bytes of bucket words) are prepared ahead. Smaller ones are built
-/// by the insert that adds them in tens of microseconds; larger ones are mapped and faulted in
-/// lazily (see `table::storage`), and one huge-page fault can take milliseconds in a VM.
+/// Levels on huge pages at least this large (bytes of bucket words) are prepared ahead. Smaller
+/// ones are built by the insert that adds them in tens of microseconds; larger ones are mapped
+/// and faulted in lazily (see `table::storage`), and one huge-page fault zeroes 2 MiB and can
+/// take milliseconds in a VM. On 4 KiB pages a fault takes microseconds: those levels are built
+/// on demand, and their memory is taken only as it is touched.
 const PREPARE_BYTES: usize = 2 << 20;
 
 /// A level built ahead of need, or the decision not to.
@@ -484,9 +486,9 @@ impl Levels {
         }
     }
 
-    /// Starts building level `seen` (the next one) on a background thread once level `seen - 1`
-    /// is near capacity (90 % of the items it is sized for), so that `grow` finds it allocated
-    /// and its pages faulted in. The newest level fills for a while yet, which leaves the
+    /// Starts building level `seen` (the next one, if on huge pages and large: see
+    /// `PREPARE_BYTES`) on a background thread once level `seen - 1` is near capacity (90 % of
+    /// the items it is sized for), so that `grow` finds it allocated and its pages faulted in. The newest level fills for a while yet, which leaves the
     /// thread time; if it is not done when the level is needed, `grow` builds one itself.
     ///
     /// Costs memory early: the next level is held from then on, while `memory_usage` counts it
@@ -496,7 +498,8 @@ impl Levels {
     #[inline(never)]
     fn prepare_next(&self, seen: usize) {
         // Loom models tiny tables, and a real thread would escape the model.
-        if cfg!(loom) || !self.plan.grows() || seen >= self.plan.max_levels as usize {
+        let can_grow = self.plan.grows() && seen < self.plan.max_levels as usize;
+        if cfg!(loom) || !self.huge_pages || !can_grow {
             return;
         }
         let Some(mut next) = self.next.try_lock() else {
