@@ -488,8 +488,9 @@ impl Levels {
 
     /// Starts building level `seen` (the next one, if on huge pages and large: see
     /// `PREPARE_BYTES`) on a background thread once level `seen - 1` is near capacity (90 % of
-    /// the items it is sized for), so that `grow` finds it allocated and its pages faulted in. The newest level fills for a while yet, which leaves the
-    /// thread time; if it is not done when the level is needed, `grow` builds one itself.
+    /// the items it is sized for), so that `grow` finds it allocated and its pages faulted in.
+    /// The newest level fills for a while yet, which leaves the thread time; if it is not done
+    /// when the level is needed, `grow` builds one itself.
     ///
     /// Costs memory early: the next level is held from then on, while `memory_usage` counts it
     /// only once it is added. Nothing here waits: another inserter already on it, or a level
@@ -497,8 +498,8 @@ impl Levels {
     #[cold]
     #[inline(never)]
     fn prepare_next(&self, seen: usize) {
-        // Loom models tiny tables, and a real thread would escape the model.
         let can_grow = self.plan.grows() && seen < self.plan.max_levels as usize;
+        // Loom models tiny tables, and a real thread would escape the model.
         if cfg!(loom) || !self.huge_pages || !can_grow {
             return;
         }
