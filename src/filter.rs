@@ -290,7 +290,9 @@ impl<S> CuckooFilter<S> {
     }
 
     /// Bytes of memory held by the filter: every level's table and lock stripes, and the filter
-    /// itself.
+    /// itself. A growing filter whose newest level is near capacity may also be preparing the
+    /// next level in the background (large levels on huge pages, see the README's growth
+    /// section); that memory is counted once the level is added.
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(1_000_000);

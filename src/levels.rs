@@ -1,11 +1,14 @@
 //! Levels: a filter that grows by appending tables instead of failing when full.
 //!
 //! Level 0 is built with the filter. When an insert finds the newest level full and growth is
-//! configured, a new level of `factor ×` the previous capacity is allocated under a cold-path
-//! lock and published by a Release store of the level count. Levels are append-only and never
-//! freed while the filter is shared (only `shrink_to_fit(&mut self)` drops empty ones), so
-//! readers need no reclamation scheme and never wait: they load the count and look at every
-//! published level.
+//! configured, a new level of `factor ×` the previous capacity is added under a cold-path lock
+//! and published by a Release store of the level count. A large level is prepared ahead: once
+//! the newest level is near capacity, a background thread allocates the next one and faults in
+//! its pages, so the insert that adds it only publishes it (see `prepare_next`).
+//!
+//! Levels are append-only and never freed while the filter is shared (only
+//! `shrink_to_fit(&mut self)` drops empty ones), so readers need no reclamation scheme and
+//! never wait: they load the count and look at every published level.
 //!
 //! Inserts go to the newest level; lookups, counts and removes look at every level, newest
 //! first. `insert_unique` uses the item's level-0 bucket pair as a gate: holding its stripes,
@@ -13,6 +16,9 @@
 //! Locks are always taken in (level, stripe) order, so the gate cannot deadlock.
 
 use std::sync::OnceLock;
+use std::thread::JoinHandle;
+
+use parking_lot::Mutex;
 
 use crate::error::InsertError;
 use crate::hashing::ItemKey;
@@ -191,6 +197,27 @@ impl Drop for FreezingHere {
 /// Why a whole-filter operation refuses to run inside a save of the same filter.
 const NESTED: &str = "a filter cannot be cleared or cloned by the writer of its own save";
 
+/// One insert in this many (chosen by hash) checks whether to prepare the next level: the check
+/// sums the newest level's stripe counters, a few microseconds for the largest tables.
+const PREPARE_SAMPLE: u64 = 1 << 12;
+
+/// Levels on huge pages at least this large (bytes of bucket words) are prepared ahead. Smaller
+/// ones are built by the insert that adds them in tens of microseconds; larger ones are mapped
+/// and faulted in lazily (see `table::storage`), and one huge-page fault zeroes 2 MiB and can
+/// take milliseconds in a VM. On 4 KiB pages a fault takes microseconds: those levels are built
+/// on demand, and their memory is taken only as it is touched.
+const PREPARE_BYTES: usize = 2 << 20;
+
+/// A level built ahead of need, or the decision not to.
+struct Prepared {
+    /// Which level.
+    level: usize,
+    /// The thread that allocates it and faults in its pages; `None` if the level is small or the
+    /// thread could not be started. A thread still running when the level is needed is left to
+    /// finish and drop its table.
+    build: Option<JoinHandle<Option<Table>>>,
+}
+
 /// The levels of one filter.
 pub(crate) struct Levels {
     first: Table,
@@ -203,6 +230,9 @@ pub(crate) struct Levels {
     limits: Limits,
     /// Whether new levels ask for transparent huge pages.
     huge_pages: bool,
+    /// The next level, prepared ahead (see `prepare_next`). Locked only by a sampled insert
+    /// into a level near capacity, and by `grow` under the grow lock.
+    next: Mutex<Option<Prepared>>,
 }
 
 impl Levels {
@@ -220,6 +250,7 @@ impl Levels {
             plan,
             limits,
             huge_pages,
+            next: Mutex::new(None),
         }
     }
 
@@ -369,7 +400,10 @@ impl Levels {
             let newest = self.level(levels - 1);
             let key = newest.key(hash);
             match newest.insert(key, Multiset) {
-                Ok(_) => return Ok(()),
+                Ok(_) => {
+                    self.after_insert(levels, hash);
+                    return Ok(());
+                }
                 Err(NoRoom) => self.after_no_room(levels, newest, key, &mut retries)?,
             }
         }
@@ -426,7 +460,10 @@ impl Levels {
                 newest.insert(newest.key(hash), Unique(&newer))
             };
             match placed {
-                Ok(Placed::Inserted) => return Ok(true),
+                Ok(Placed::Inserted) => {
+                    self.after_insert(levels, hash);
+                    return Ok(true);
+                }
                 Ok(Placed::AlreadyPresent) => return Ok(false),
                 Err(NoRoom) => {
                     let newest = self.level(target);
@@ -434,6 +471,73 @@ impl Levels {
                 }
             }
         }
+    }
+
+    /// After an insert of `hash` into the newest of `seen` levels: now and then (one insert in
+    /// `PREPARE_SAMPLE`), see whether the next level should be prepared.
+    #[inline]
+    fn after_insert(&self, seen: usize, hash: u64) {
+        if hash & (PREPARE_SAMPLE - 1) == 0 {
+            self.prepare_next(seen);
+        }
+    }
+
+    /// Starts building level `seen` (the next one, if on huge pages and large: see
+    /// `PREPARE_BYTES`) on a background thread once level `seen - 1` is near capacity (90 % of
+    /// the items it is sized for), so that `grow` finds it allocated and its pages faulted in.
+    /// The newest level fills for a while yet, which leaves the thread time; if it is not done
+    /// when the level is needed, `grow` builds one itself.
+    ///
+    /// Costs memory early: the next level is held from then on, while `memory_usage` counts it
+    /// only once it is added. Nothing here waits: another inserter already on it, or a level
+    /// prepared already, ends the check.
+    #[cold]
+    #[inline(never)]
+    fn prepare_next(&self, seen: usize) {
+        let can_grow = self.plan.grows() && seen < self.plan.max_levels as usize;
+        // Loom models tiny tables, and a real thread would escape the model.
+        if cfg!(loom) || !self.huge_pages || !can_grow {
+            return;
+        }
+        let Some(mut next) = self.next.try_lock() else {
+            return;
+        };
+        let decided = next.as_ref().is_some_and(|p| p.level == seen);
+        if decided || self.count() != seen || !self.level(seen - 1).is_near_capacity() {
+            return;
+        }
+        let build = self
+            .plan
+            .level_shape(seen as u32)
+            .ok()
+            .filter(|shape| shape.buckets.saturating_mul(8) >= PREPARE_BYTES)
+            .and_then(|shape| self.spawn_build(shape));
+        *next = Some(Prepared { level: seen, build });
+    }
+
+    /// A thread that allocates a table of `shape` and faults in its pages; `None` if no thread
+    /// can be started.
+    fn spawn_build(&self, shape: TableShape) -> Option<JoinHandle<Option<Table>>> {
+        let (limits, huge_pages) = (self.limits, self.huge_pages);
+        std::thread::Builder::new()
+            .name("atomic-cuckoo-level".into())
+            .spawn(move || {
+                let mut table = Table::new(shape, limits, huge_pages).ok()?;
+                table.fault_in();
+                Some(table)
+            })
+            .ok()
+    }
+
+    /// Level `level` as prepared ahead, if its thread has finished; whatever was prepared is
+    /// taken either way. Called under the grow lock.
+    fn take_prepared(&self, level: usize) -> Option<Table> {
+        let prepared = self.next.lock().take()?;
+        let build = prepared
+            .build
+            .filter(|b| prepared.level == level && b.is_finished())?;
+        // A panicked or failed build leaves `grow` to build the level itself.
+        build.join().ok().flatten()
     }
 
     /// Whether a level in `range` (clipped to the published ones) holds the item's
@@ -469,8 +573,12 @@ impl Levels {
             .plan
             .level_shape(now as u32)
             .map_err(|_| InsertError::GrowthFailed { bytes: usize::MAX })?;
-        let table = Table::new(shape, self.limits, self.huge_pages)
-            .map_err(|e| InsertError::GrowthFailed { bytes: e.bytes })?;
+        let table = match self.take_prepared(now) {
+            Some(table) => table,
+            None => Table::new(shape, self.limits, self.huge_pages)
+                .map_err(|e| InsertError::GrowthFailed { bytes: e.bytes })?,
+        };
+        debug_assert_eq!(table.shape(), shape, "a level prepared for another shape");
         if self.more[now - 1].set(table).is_err() {
             unreachable!("level {now} is only set here, under the grow lock");
         }
@@ -505,6 +613,8 @@ impl Levels {
             self.more[published - 2].take();
             published -= 1;
         }
+        // A level prepared ahead is for the level after the old newest one.
+        *self.next.get_mut() = None;
         self.published.store(published, Ordering::Relaxed);
     }
 
@@ -558,5 +668,49 @@ impl Levels {
             .unwrap_or_else(|| panic!("{}", NESTED))
             .unwrap_or_else(|e| panic!("copying a filter: {} bytes unavailable", e.bytes));
         Levels::restore(self.plan, tables, self.limits, self.huge_pages)
+    }
+}
+
+#[cfg(all(test, target_os = "linux", not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A level large enough to be prepared ahead is, once the newest nears capacity, and the
+    /// insert that adds it finds it with every page resident: it neither zeroes nor faults.
+    /// Checked by the pages themselves, not by a time.
+    #[test]
+    fn a_large_level_is_prepared_ahead_and_added_resident() {
+        let plan = GrowthPlan {
+            factor: 2,
+            max_levels: 3,
+            base_capacity: 2_000_000,
+            width: WidthRule::Fixed(16),
+        };
+        let shape = plan.level_shape(1).unwrap();
+        assert!(shape.buckets * 8 >= PREPARE_BYTES, "level 1 is prepared");
+        let first = Table::new(plan.level_shape(0).unwrap(), Limits::DEFAULT, true).unwrap();
+        let levels = Levels::new(first, plan, Limits::DEFAULT, true);
+        // Distinct, well-spread hashes; every PREPARE_SAMPLE-th one is sampled.
+        let mut hashes = (1u64..).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let prepared = |levels: &Levels| {
+            let next = levels.next.lock();
+            next.as_ref()
+                .map(|p| (p.level, p.build.as_ref().map(|b| b.is_finished())))
+        };
+        while prepared(&levels).is_none() {
+            levels.insert(hashes.next().unwrap()).unwrap();
+        }
+        assert!(levels.level(0).is_near_capacity());
+        assert_eq!(levels.count(), 1, "prepared before level 0 was full");
+        // Wait for the thread (it has more time in real use: the rest of level 0's fill).
+        while prepared(&levels) != Some((1, Some(true))) {
+            assert_eq!(prepared(&levels), Some((1, Some(false))));
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        while levels.count() == 1 {
+            levels.insert(hashes.next().unwrap()).unwrap();
+        }
+        let (resident, pages) = levels.level(1).resident_pages();
+        assert_eq!(resident, pages, "level 1 was added without its pages");
     }
 }

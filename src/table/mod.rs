@@ -94,7 +94,8 @@ pub(crate) struct Table {
 
 impl Table {
     /// A table of zeroed (empty) buckets. `shape` must already be valid: `bits` in range, a
-    /// valid nesting (see `Nesting::is_valid`), `stripes` a power of two.
+    /// valid nesting (see `Nesting::is_valid`), `stripes` a power of two. A large table's pages
+    /// are backed on first touch (see `storage`); `fault_in` backs them all at once.
     pub(crate) fn new(
         shape: TableShape,
         limits: Limits,
@@ -111,6 +112,18 @@ impl Table {
             stripes: StripeSet::new(shape.stripes),
             limits,
         })
+    }
+
+    /// Backs every page of this new, empty table now, on this thread: a table built off the
+    /// insert path (level 0 at build, a level prepared ahead) then costs no insert a page fault.
+    pub(crate) fn fault_in(&mut self) {
+        self.words.fault_in();
+    }
+
+    /// How many of the pages of the bucket words are resident now, of how many.
+    #[cfg(all(test, target_os = "linux", not(loom)))]
+    pub(crate) fn resident_pages(&self) -> (usize, usize) {
+        self.words.resident_pages()
     }
 
     /// A table holding `words` (checked by the caller: lanes in range, `items` of them full).

@@ -1,11 +1,20 @@
 //! Memory for bucket words: one contiguous array of `AtomicU64`.
 //!
-//! Large tables ask the kernel for transparent huge pages (Linux `madvise(MADV_HUGEPAGE)`,
+//! A new level may be allocated by the insert that found the newest one full (when it was not
+//! prepared ahead, see `levels`), so allocating writes nothing. On Linux, tables of 2 MiB and
+//! more get a private anonymous mapping of their own, which the kernel hands out zeroed page by
+//! page on first touch: the zeroing and the page faults spread over the inserts that fill the
+//! table instead of stalling the one that added it (writing a 16 MiB level took that insert
+//! 2–22 ms). `fault_in` takes all the faults at once, for a table built off the insert path. A
+//! mapping of its own also keeps the allocator from reusing freed heap memory, which it would
+//! have to zero itself. Smaller tables, and all tables elsewhere, come zeroed from the allocator.
+//!
+//! Large tables also ask the kernel for transparent huge pages (Linux `madvise(MADV_HUGEPAGE)`,
 //! honoured when the system's THP mode is `madvise` or `always`): a lookup touches two random
 //! buckets, and with 4 KiB pages nearly every such touch in a table of tens of megabytes also
-//! misses the TLB. The advice must come before the pages are first touched, so those tables are
-//! allocated uninitialised, 2 MiB-aligned, advised, and only then zeroed. Everything else is an
-//! ordinary allocation. This module holds the crate's only `unsafe` code.
+//! misses the TLB. Those mappings start on a 2 MiB boundary, and the advice comes before the
+//! first touch, so each 2 MiB of the table is one huge page fault. This module holds the
+//! crate's only `unsafe` code.
 //!
 //! Under loom, atomics are loom objects that cannot be made by zeroing memory: the words are a
 //! plain boxed slice there.
@@ -13,7 +22,7 @@
 use super::AllocationFailed;
 use crate::sync::AtomicU64;
 
-/// Tables at least this large (bytes) use huge pages.
+/// Tables at least this large (bytes) are mapped on their own (Linux) and use huge pages.
 #[cfg(not(loom))]
 const HUGE_PAGE: usize = 2 << 20;
 
@@ -31,12 +40,22 @@ mod real {
     use std::ptr::NonNull;
 
     use super::{AllocationFailed, AtomicU64, HUGE_PAGE};
+    use crate::sync::Ordering;
 
-    /// An owned, initialised `[AtomicU64]` with the allocation's own layout.
+    /// An owned, initialised `[AtomicU64]`.
     pub(crate) struct BucketWords {
         ptr: NonNull<AtomicU64>,
         len: usize,
-        layout: Layout,
+        owner: Owner,
+    }
+
+    /// Where the words' memory goes back to on drop.
+    enum Owner {
+        /// The global allocator, which allocated it with this layout.
+        Heap(Layout),
+        /// A mapping of its own, held only to be dropped: its drop unmaps it.
+        #[cfg(target_os = "linux")]
+        Mapped(#[allow(dead_code)] Mapping),
     }
 
     // SAFETY: `BucketWords` owns its allocation exclusively, like `Box<[AtomicU64]>`, which is
@@ -52,31 +71,23 @@ mod real {
                 bytes: len.saturating_mul(8),
             };
             let bytes = len.checked_mul(8).ok_or(failed)?;
-            let huge = huge_pages && bytes >= HUGE_PAGE;
-            let align = if huge {
-                HUGE_PAGE
-            } else {
-                std::mem::align_of::<AtomicU64>()
-            };
-            let layout = Layout::from_size_align(bytes, align).map_err(|_| failed)?;
-            assert!(layout.size() > 0, "tables have at least two buckets");
-            let raw = if huge {
-                // SAFETY: `layout` has a non-zero size (asserted above).
-                let raw = unsafe { alloc::alloc(layout) };
-                if !raw.is_null() {
-                    advise_huge_pages(raw, bytes);
-                    // SAFETY: `raw` is valid for writes of `bytes` bytes (just allocated with
-                    // that size); writing zeros initialises every word, since an all-zero
-                    // `AtomicU64` is a valid zero.
-                    unsafe { raw.write_bytes(0, bytes) };
-                }
-                raw
-            } else {
-                // SAFETY: `layout` has a non-zero size (asserted above).
-                unsafe { alloc::alloc_zeroed(layout) }
-            };
+            assert!(bytes > 0, "tables have at least two buckets");
+            #[cfg(target_os = "linux")]
+            if bytes >= HUGE_PAGE {
+                let (mapping, start) = Mapping::zeroed(bytes, huge_pages).ok_or(failed)?;
+                let owner = Owner::Mapped(mapping);
+                let ptr = start.cast::<AtomicU64>();
+                return Ok(BucketWords { ptr, len, owner });
+            }
+            // Huge pages are a Linux hint only.
+            #[cfg(not(target_os = "linux"))]
+            let _ = huge_pages;
+            let layout = Layout::array::<AtomicU64>(len).map_err(|_| failed)?;
+            // SAFETY: `layout` has a non-zero size (asserted above).
+            let raw = unsafe { alloc::alloc_zeroed(layout) };
             let ptr = NonNull::new(raw.cast::<AtomicU64>()).ok_or(failed)?;
-            Ok(BucketWords { ptr, len, layout })
+            let owner = Owner::Heap(layout);
+            Ok(BucketWords { ptr, len, owner })
         }
 
         /// Takes over a boxed slice (a table restored from a stream), advising its memory onto
@@ -90,7 +101,40 @@ mod real {
             }
             // A Box's pointer is never null.
             let ptr = NonNull::new(raw).expect("a Box's pointer is non-null");
-            BucketWords { ptr, len, layout }
+            let owner = Owner::Heap(layout);
+            BucketWords { ptr, len, owner }
+        }
+
+        /// Writes a zero to one word of every 4 KiB page of words that are all still zero, so
+        /// the kernel backs every page now, on this thread, instead of on the inserts that
+        /// would touch each first. A write without a read: a read would first map the shared
+        /// zero page, and the write then fault a second time.
+        pub(crate) fn fault_in(&mut self) {
+            for word in self.iter().step_by(4096 / 8) {
+                // Relaxed: `&mut self`, so no other thread sees these words.
+                word.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+
+    #[cfg(all(test, target_os = "linux"))]
+    impl BucketWords {
+        /// How many of the pages the words lie on are resident in memory now, of how many.
+        pub(crate) fn resident_pages(&self) -> (usize, usize) {
+            // SAFETY: sysconf only reads a system setting.
+            let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap();
+            let start = self.ptr.as_ptr() as usize;
+            let first = start - start % page;
+            let len = start + self.len * 8 - first;
+            let mut resident = vec![0u8; len.div_ceil(page)];
+            // SAFETY: `[first, first + len)` covers only pages of our live allocation; mincore
+            // writes one byte per page of it into `resident`, which has that many, and changes
+            // nothing else.
+            let rc =
+                unsafe { libc::mincore(first as *mut libc::c_void, len, resident.as_mut_ptr()) };
+            assert_eq!(rc, 0, "mincore failed");
+            let count = resident.iter().filter(|&&b| b & 1 != 0).count();
+            (count, resident.len())
         }
     }
 
@@ -106,9 +150,75 @@ mod real {
 
     impl Drop for BucketWords {
         fn drop(&mut self) {
-            // SAFETY: `ptr` was allocated by the global allocator with exactly `layout`
-            // (directly, or by the Box whose layout `from_boxed` recorded), and is freed once.
-            unsafe { alloc::dealloc(self.ptr.as_ptr().cast::<u8>(), self.layout) };
+            // A mapping unmaps itself when `owner` is dropped, right after this.
+            if let Owner::Heap(layout) = self.owner {
+                // SAFETY: `ptr` was allocated by the global allocator with exactly `layout`
+                // (directly, or by the Box whose layout `from_boxed` recorded), and is freed
+                // once.
+                unsafe { alloc::dealloc(self.ptr.as_ptr().cast::<u8>(), layout) };
+            }
+        }
+    }
+
+    /// A private anonymous mapping: zeroed by the kernel one page at a time, on first touch.
+    #[cfg(target_os = "linux")]
+    struct Mapping {
+        base: NonNull<u8>,
+        len: usize,
+    }
+
+    #[cfg(target_os = "linux")]
+    impl Mapping {
+        /// A mapping with room for `bytes` zeroed bytes, and where they start: on a huge-page
+        /// boundary, advised onto huge pages, with `huge_pages`. `None` if the kernel refuses.
+        ///
+        /// No MAP_NORESERVE: the kernel's overcommit check still refuses a table that cannot
+        /// fit, which the caller reports as an error rather than crashing on a later touch.
+        fn zeroed(bytes: usize, huge_pages: bool) -> Option<(Mapping, NonNull<u8>)> {
+            // Slack to start on a huge-page boundary (a mapping is only page-aligned); the
+            // pages of the slack are never touched, so they cost address space only.
+            let slack = if huge_pages { HUGE_PAGE } else { 0 };
+            let len = bytes.checked_add(slack)?;
+            // SAFETY: a new private anonymous mapping at an address the kernel chooses: it
+            // replaces no existing mapping and aliases no memory.
+            let base = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            if base == libc::MAP_FAILED {
+                return None;
+            }
+            let mapping = Mapping {
+                base: NonNull::new(base.cast::<u8>())?,
+                len,
+            };
+            let offset = if huge_pages {
+                mapping.base.as_ptr().align_offset(HUGE_PAGE)
+            } else {
+                0
+            };
+            debug_assert!(offset <= slack, "a mapping is page-aligned");
+            // In bounds: `offset <= slack`, so `[start, start + bytes)` lies inside the mapping.
+            let start = NonNull::new(mapping.base.as_ptr().wrapping_add(offset))?;
+            if huge_pages {
+                advise_huge_pages(start.as_ptr(), bytes);
+            }
+            Some((mapping, start))
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    impl Drop for Mapping {
+        fn drop(&mut self) {
+            // SAFETY: `base` and `len` are exactly what `mmap` returned and was asked for, this
+            // is the only unmap, and no reference into the mapping outlives its `BucketWords`.
+            unsafe { libc::munmap(self.base.as_ptr().cast::<libc::c_void>(), self.len) };
         }
     }
 
@@ -134,6 +244,49 @@ mod real {
 
     #[cfg(not(target_os = "linux"))]
     fn advise_huge_pages(_start: *mut u8, _len: usize) {}
+
+    /// The insert that adds a level allocates it: if allocating wrote the table (zeroing it, or
+    /// faulting in its pages), that insert would stall for as long as writing it takes. These
+    /// tests check the pages themselves, not a time: a new large table has none of its pages
+    /// resident, reads as zero, and `fault_in` backs every page.
+    #[cfg(all(test, target_os = "linux"))]
+    mod tests {
+        use super::*;
+
+        /// 64 MiB of words: far above the size from which tables are mapped.
+        const WORDS: usize = 8 << 20;
+
+        fn all_zero(words: &[AtomicU64]) -> bool {
+            // Relaxed: the table is not shared.
+            words
+                .iter()
+                .step_by(97)
+                .all(|w| w.load(Ordering::Relaxed) == 0)
+        }
+
+        #[test]
+        fn a_large_table_is_not_written_when_allocated() {
+            for huge_pages in [true, false] {
+                let mut words = BucketWords::zeroed(WORDS, huge_pages).unwrap();
+                let (resident, pages) = words.resident_pages();
+                assert!(
+                    resident * 100 < pages,
+                    "huge pages {huge_pages}: {resident} of {pages} pages resident after allocating"
+                );
+                assert!(all_zero(&words));
+                words.fault_in();
+                let (resident, pages) = words.resident_pages();
+                assert_eq!(resident, pages, "huge pages {huge_pages}: after fault_in");
+                assert!(all_zero(&words));
+            }
+        }
+
+        #[test]
+        fn a_small_table_reads_as_zero() {
+            let words = BucketWords::zeroed(1000, true).unwrap();
+            assert!(all_zero(&words));
+        }
+    }
 }
 
 #[cfg(loom)]
@@ -152,6 +305,9 @@ mod modelled {
         pub(crate) fn from_boxed(words: Box<[AtomicU64]>, _huge_pages: bool) -> Self {
             BucketWords(words)
         }
+
+        /// Nothing to do: a boxed slice is written when it is made.
+        pub(crate) fn fault_in(&mut self) {}
     }
 
     impl Deref for BucketWords {
