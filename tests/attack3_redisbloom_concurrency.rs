@@ -211,10 +211,20 @@ fn round(sc: Scenario, seed: u64, ctx: &str) {
     }
 }
 
+/// Seconds a time-boxed test runs: `secs`, or `ATTACK3_SECS` for a longer soak (the deadlock
+/// timeout grows with it).
+fn budget(secs: u64) -> u64 {
+    std::env::var("ATTACK3_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(secs)
+}
+
 fn run(name: &str, secs: u64, pick: impl Fn(&mut Rng) -> Scenario + Send + 'static) {
     let s = seed(name);
+    let secs = budget(secs);
     let name = name.to_string();
-    with_timeout(&name.clone(), 60, move || {
+    with_timeout(&name.clone(), 60 + 2 * secs, move || {
         let mut rng = Rng::new(s);
         let start = Instant::now();
         let mut rounds = 0u64;
@@ -332,11 +342,12 @@ fn everything_at_once_keeps_an_exact_placement() {
 #[test]
 fn racing_insert_unique_stores_once_while_the_filter_is_busy() {
     let s = seed("racing_insert_unique_busy");
-    with_timeout("racing_insert_unique_busy", 60, move || {
+    let secs = budget(7);
+    with_timeout("racing_insert_unique_busy", 60 + 2 * secs, move || {
         let mut rng = Rng::new(s);
         let start = Instant::now();
         let mut rounds = 0u64;
-        while start.elapsed() < Duration::from_secs(7) {
+        while start.elapsed() < Duration::from_secs(secs) {
             let bs = [1u64, 2, 3, 4][rng.below(4) as usize];
             let exp = [0u64, 1, 2][rng.below(3) as usize];
             let f = Arc::new(

@@ -189,7 +189,7 @@ fn mutate_chunks(rng: &mut Rng, chunks: &mut Vec<(u64, Vec<u8>)>) {
             let (it, d) = chunks[i].clone();
             if i > 0 && d.len() > 1 {
                 let cut = 1 + rng.below(d.len() as u64 - 1) as usize;
-                chunks[i] = (it - (d.len() - cut) as u64, d[..cut].to_vec());
+                chunks[i] = (it.wrapping_sub((d.len() - cut) as u64), d[..cut].to_vec());
                 chunks.push((it, d[cut..].to_vec()));
             }
         }
