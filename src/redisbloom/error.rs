@@ -236,6 +236,11 @@ pub enum LoadError {
         /// The header's value.
         expansion: u16,
     },
+    /// A sub-filter passes 4 GiB, where RedisBloom's 32-bit byte offsets wrap.
+    SubFilterTooLarge {
+        /// Bytes of the largest sub-filter.
+        bytes: u64,
+    },
     /// The sub-filters would take more than 2^40 bytes (or more than this machine can
     /// address).
     TooLarge {
@@ -438,6 +443,10 @@ impl fmt::Display for LoadError {
             LoadError::ExpansionNotPowerOfTwo { expansion } => {
                 write!(f, "expansion {expansion} is not a power of two")
             }
+            LoadError::SubFilterTooLarge { bytes } => write!(
+                f,
+                "a sub-filter of {bytes} bytes passes 4 GiB, where RedisBloom's offsets wrap"
+            ),
             LoadError::TooLarge { bytes: u64::MAX } => {
                 f.write_str("the sub-filters' total size overflows 64 bits")
             }

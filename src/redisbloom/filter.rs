@@ -13,8 +13,11 @@ use super::payload;
 use super::raw::RawFilter;
 use super::sub_filter::SubFilter;
 use crate::stripe::{FreezeGuard, StripeSet};
-use crate::sync::{AtomicU64, AtomicUsize, GrowLock, Ordering};
+use crate::sync::{fence, reader_pause, AtomicU64, AtomicUsize, GrowLock, Ordering};
 use crate::table::Lookup;
+
+/// Optimistic attempts of `count` before it waits for a compaction to end.
+const COUNT_ATTEMPTS: u32 = 16;
 
 /// Stripes of the gate that makes `insert_unique` of one item atomic.
 const UNIQUE_GATES: usize = 256;
@@ -114,6 +117,9 @@ pub struct RedisCuckooFilter {
     published: AtomicUsize,
     /// `numDeletes`: deletes since the last compaction.
     deletes: AtomicU64,
+    /// A sequence count, odd while a compaction moves fingerprints between sub-filters: a
+    /// `count` that saw it change may have seen a fingerprint in both or in neither.
+    compacting: AtomicU64,
     /// Serializes growth and whole-filter operations (compaction, dumps).
     grow_lock: GrowLock,
     /// Two `insert_unique`s of one item hold the same gate stripe while they look and insert.
@@ -314,6 +320,7 @@ impl RedisCuckooFilter {
             subs: cells,
             published: AtomicUsize::new(published),
             deletes: AtomicU64::new(deletes),
+            compacting: AtomicU64::new(0),
             grow_lock: GrowLock::new(),
             unique_gates: StripeSet::new(UNIQUE_GATES),
         }
@@ -351,9 +358,29 @@ impl RedisCuckooFilter {
 
     /// `CF.COUNT`: copies of the item's fingerprint in its buckets in every sub-filter. Like
     /// RedisBloom, it counts a bucket twice when the item's two buckets are the same one.
+    ///
+    /// Exact for one moment: a count that overlaps a compaction (which moves fingerprints from
+    /// newer sub-filters to older ones) tries again, and after a few tries waits for it.
     pub fn count(&self, item: impl AsRef<[u8]>) -> u64 {
         let h = ItemHash::of(item.as_ref());
-        (0..self.live()).map(|i| self.sub(i).count(&h) as u64).sum()
+        let sum = || (0..self.live()).map(|i| self.sub(i).count(&h) as u64).sum();
+        for _ in 0..COUNT_ATTEMPTS {
+            // Acquire: the loads below see every move of the compaction that ended here.
+            let begun = self.compacting.load(Ordering::Acquire);
+            if begun & 1 == 0 {
+                let n = sum();
+                // Acquire fence: orders the sub-filters' loads before the re-check (a load that
+                // saw a move also sees the odd count stored before it).
+                fence(Ordering::Acquire);
+                if self.compacting.load(Ordering::Relaxed) == begun {
+                    return n;
+                }
+            }
+            reader_pause();
+        }
+        // No compaction runs while the grow lock is held.
+        let _grow = self.grow_lock.lock();
+        sum()
     }
 
     /// `CF.ADD`: stores one more copy of the item.
@@ -620,11 +647,18 @@ impl RedisCuckooFilter {
             if auto && !self.compaction_due() {
                 return;
             }
+            // Relaxed, then a Release fence: a count that sees any move sees the odd value.
+            // Only one compaction runs at a time (the grow lock), so load and store suffice.
+            let seq = self.compacting.load(Ordering::Relaxed);
+            self.compacting.store(seq + 1, Ordering::Relaxed);
+            fence(Ordering::Release);
             super::compact::compact(held, cont, |live| {
                 // Release: a reader or writer that sees the smaller count sees the emptied
                 // sub-filter's erases.
                 self.published.store(live, Ordering::Release);
             });
+            // Release: a count that reads this sees every move before it.
+            self.compacting.store(seq + 2, Ordering::Release);
             // Relaxed: read by the trigger, which re-checks under the freeze.
             self.deletes.store(0, Ordering::Relaxed);
         });

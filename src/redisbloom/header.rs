@@ -135,6 +135,12 @@ impl Header {
         if bytes > MAX_TOTAL_BYTES {
             return Err(LoadError::TooLarge { bytes });
         }
+        // RedisBloom computes byte offsets in 32 bits, so a sub-filter past 4 GiB is one it
+        // would index wrongly; the newest is the largest.
+        let largest = geometry.sub_bytes(filters - 1).unwrap_or(u64::MAX);
+        if largest > u64::from(u32::MAX) {
+            return Err(LoadError::SubFilterTooLarge { bytes: largest });
+        }
         Ok((geometry, filters))
     }
 }
