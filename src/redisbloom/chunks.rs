@@ -498,9 +498,9 @@ mod tests {
     fn a_huge_header_with_little_data_allocates_nothing() {
         let header = Header {
             items: 1,
-            buckets: 1 << 39,
+            buckets: 1 << 31,
             deletes: 0,
-            filters: 2,
+            filters: 512,
             bucket_size: 1,
             max_iterations: 20,
             expansion: 1,

@@ -310,18 +310,28 @@ mod tests {
         );
         // 2^40 bytes exactly is the largest accepted; one sub-filter more is not.
         let at_cap = Header {
-            buckets: 1 << 39,
-            filters: 2,
+            buckets: 1 << 31,
+            filters: 512,
             ..e
         };
         assert!(at_cap.validate().is_ok());
         assert_eq!(
             Header {
-                filters: 3,
+                filters: 513,
                 ..at_cap
             }
             .validate(),
-            Err(LoadError::TooLarge { bytes: 3 << 39 })
+            Err(LoadError::TooLarge { bytes: 513 << 31 })
+        );
+        // A sub-filter past 4 GiB (RedisBloom's offsets wrap there), even alone.
+        assert_eq!(
+            Header {
+                buckets: 1 << 32,
+                filters: 1,
+                ..e
+            }
+            .validate(),
+            Err(LoadError::SubFilterTooLarge { bytes: 1 << 32 })
         );
         assert_eq!(
             Header {

@@ -457,22 +457,22 @@ mod tests {
     fn huge_claims_fail_before_allocating() {
         let mut payload = vec![0x07];
         put_len(&mut payload, MODULE_ID);
-        for field in [1u64, 1 << 40, 0, 0, 1, 20, 1] {
+        for field in [1u64, 1 << 31, 0, 0, 1, 20, 1] {
             payload.push(0x02);
             put_len(&mut payload, field);
         }
         payload.extend_from_slice(&[0x02]);
-        put_len(&mut payload, 1 << 40);
+        put_len(&mut payload, 1 << 31);
         payload.extend_from_slice(&[0x05, 0xc3, 3]);
-        put_len(&mut payload, 1 << 40);
+        put_len(&mut payload, 1 << 31);
         payload.extend_from_slice(&[0x00, 0x00, 0x20, 0x00]);
         let result = decode(&seal(payload, 10));
         assert_eq!(
             result,
             Err(LoadError::Lzf {
-                offset: 54,
+                offset: 42,
                 error: crate::redisbloom::LzfError::ImpossibleLength {
-                    declared: 1 << 40,
+                    declared: 1 << 31,
                     input: 3
                 }
             })
