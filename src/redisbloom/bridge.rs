@@ -993,7 +993,14 @@ mod tests {
             k.to_vec()
         };
         // (The empty key is the one whose slot no other key shares this way.)
-        for key in [&b"users"[..], b"user:{42}", b"a{b", b"{}x", b"x{}y{z}", b"{a}{b}"] {
+        for key in [
+            &b"users"[..],
+            b"user:{42}",
+            b"a{b",
+            b"{}x",
+            b"x{}y{z}",
+            b"{a}{b}",
+        ] {
             let tmp = temp_key(key);
             assert!(tmp.starts_with(key) || tmp[1..].starts_with(key));
             if !key.contains(&b'}') || tag(key) != *key {
