@@ -466,11 +466,31 @@ fn empty_filters_import_from_cf_info_geometry() {
             .query(&mut conn)
             .unwrap();
     }
-    for key in ["fresh", "emptied"] {
+    // Three sub-filters, no items, 9 deletes: a header-only CF.LOADCHUNK.
+    let mut header = Vec::new();
+    for word in [0u64, 8, 9, 3] {
+        header.extend_from_slice(&word.to_le_bytes());
+    }
+    for half in [2u16, 20, 2] {
+        header.extend_from_slice(&half.to_le_bytes());
+    }
+    let () = redis::cmd("CF.LOADCHUNK")
+        .arg("headeronly")
+        .arg(1)
+        .arg(&header)
+        .query(&mut conn)
+        .unwrap();
+    for key in ["fresh", "emptied", "headeronly"] {
         assert!(server_scandump(&mut conn, key).is_empty(), "{key}");
         let f = RedisCuckooFilter::import_from(&mut conn, key).unwrap();
         assert_eq!(info_fields(f.info()), server_info(&mut conn, key), "{key}");
         println!("{key}: imported empty as {:?}", f.info());
+        // Exported again both ways, it is the same filter there.
+        for mode in [RESTORE, ExportMode::LoadChunk] {
+            let copy = format!("{key}:{mode:?}");
+            f.export_to(&mut conn, &copy, mode).unwrap();
+            assert_eq!(server_info(&mut conn, &copy), server_info(&mut conn, key));
+        }
         // And it goes on like Redis.
         let mut rng = Rng::new(7);
         let pool = item_pool(&mut rng, 30);
@@ -832,4 +852,152 @@ fn import_under_concurrent_writes_is_a_consistent_snapshot() {
     );
     assert!(sizes.windows(2).all(|w| w[0] <= w[1]));
     assert!(sizes[0] > 0);
+}
+
+// ---- RDB version negotiation, through a ConnectionLike of our own ---------------------------
+
+/// A connection that claims to be another Redis version in `INFO` and passes the rest on.
+struct ClaimsVersion {
+    inner: Connection,
+    version: &'static str,
+    infos: usize,
+}
+
+impl redis::ConnectionLike for ClaimsVersion {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> redis::RedisResult<Value> {
+        if cmd.windows(6).any(|w| w.eq_ignore_ascii_case(b"\r\nINFO")) {
+            self.infos += 1;
+            let text = format!(
+                "# Server\r\nredis_version:{}\r\nredis_mode:standalone\r\n",
+                self.version
+            );
+            return Ok(Value::BulkString(text.into_bytes()));
+        }
+        self.inner.req_packed_command(cmd)
+    }
+
+    fn req_packed_commands(
+        &mut self,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisResult<Vec<Value>> {
+        self.inner.req_packed_commands(cmd, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.inner.get_db()
+    }
+
+    fn check_connection(&mut self) -> bool {
+        self.inner.check_connection()
+    }
+
+    fn is_open(&self) -> bool {
+        self.inner.is_open()
+    }
+}
+
+#[test]
+fn restore_steps_down_to_an_rdb_version_the_server_takes() {
+    let Some(server) = Server::start("restore_steps_down_to_an_rdb_version") else {
+        return;
+    };
+    let mut conn = server.conn();
+    let actual = redis_version(&mut conn);
+    let filter = RedisCuckooFilter::reserve(1000).unwrap();
+    filter.insert("v").unwrap();
+    let honest = filter.export_to(&mut conn, "honest", RESTORE).unwrap();
+    // A server that claims 8.0 (RDB 12): versions above its own are refused, and the export
+    // steps down until one is taken, the same one as above.
+    let mut liar = ClaimsVersion {
+        inner: server.conn(),
+        version: "8.0.0",
+        infos: 0,
+    };
+    let stepped = filter.export_to(&mut liar, "stepped", RESTORE).unwrap();
+    assert_eq!(liar.infos, 1);
+    assert_eq!(stepped.rdb_version, honest.rdb_version);
+    let tries = u64::from(12 - honest.rdb_version.unwrap()) + 1;
+    assert_eq!(
+        stepped.commands,
+        1 + tries,
+        "INFO, then one RESTORE per version"
+    );
+    println!(
+        "Redis {actual}: honest INFO → RDB {:?} in {} commands; claiming 8.0.0 → RDB {:?} after \
+         {tries} RESTOREs",
+        honest.rdb_version, honest.commands, stepped.rdb_version
+    );
+    assert_eq!(server_scandump(&mut conn, "stepped"), filter.scandump());
+    // A server that claims 6.2 gets RDB 9, which every Redis from 5.0 on takes.
+    let mut old = ClaimsVersion {
+        inner: server.conn(),
+        version: "6.2.14",
+        infos: 0,
+    };
+    let nine = filter.export_to(&mut old, "nine", RESTORE).unwrap();
+    assert_eq!(nine.rdb_version, Some(9));
+    assert_eq!(server_scandump(&mut conn, "nine"), filter.scandump());
+}
+
+// ---- sub-filters larger than one 16 MiB chunk, and empty filters, both ways ------------------
+
+#[test]
+fn large_sub_filters_travel_in_16_mib_chunks_and_empty_filters_by_geometry() {
+    let Some(server) = Server::start("large_sub_filters_travel_in_16_mib_chunks") else {
+        return;
+    };
+    let mut conn = server.conn();
+    // One 32 MiB sub-filter (bucket size 1, 2^25 buckets): SCANDUMP splits it in two.
+    let big = RedisCuckooFilter::builder()
+        .capacity(1 << 25)
+        .bucket_size(1)
+        .build()
+        .unwrap();
+    for i in 0..20_000 {
+        big.insert(format!("b{i}")).unwrap();
+    }
+    let local = big.scandump();
+    assert_eq!(
+        local.iter().map(|(it, _)| *it).collect::<Vec<_>>(),
+        [1, 16_777_217, 33_554_433]
+    );
+    let r = big.export_to(&mut conn, "big-r", RESTORE).unwrap();
+    let l = big
+        .export_to(&mut conn, "big-l", ExportMode::LoadChunk)
+        .unwrap();
+    println!("32 MiB filter: RESTORE {r:?}; LOADCHUNK {l:?}");
+    for key in ["big-r", "big-l"] {
+        assert_eq!(server_scandump(&mut conn, key), local, "{key}");
+        let back = RedisCuckooFilter::import_from(&mut conn, key).unwrap();
+        assert_eq!(back.scandump(), local, "{key}: import");
+    }
+
+    // Empty filters of several sub-filters (everything deleted) export and import by geometry.
+    let empty = RedisCuckooFilter::builder()
+        .capacity(8)
+        .bucket_size(2)
+        .expansion(2)
+        .build()
+        .unwrap();
+    let items: Vec<String> = (0..60).map(|i| format!("e{i}")).collect();
+    for item in &items {
+        empty.insert(item).unwrap();
+    }
+    for item in &items {
+        assert!(empty.remove(item));
+    }
+    assert!(empty.scandump().is_empty());
+    for (key, mode) in [("empty-r", RESTORE), ("empty-l", ExportMode::LoadChunk)] {
+        let sent = empty.export_to(&mut conn, key, mode).unwrap();
+        assert_eq!(
+            server_info(&mut conn, key),
+            info_fields(empty.info()),
+            "{key}"
+        );
+        let back = RedisCuckooFilter::import_from(&mut conn, key).unwrap();
+        assert_eq!(info_fields(back.info()), info_fields(empty.info()), "{key}");
+        println!("empty {:?} exported with {mode:?}: {sent:?}", empty.info());
+    }
 }

@@ -587,8 +587,9 @@ impl RedisCuckooFilter {
     /// See [`ExportMode`] for the two ways, which differ in what reaches replicas. For
     /// `Restore`, the payload's RDB version is chosen from `INFO server`'s `redis_version`:
     /// 5.0–6.2 → 9, 7.0 → 10, 7.2 → 11, 7.4 and 8.x → 12 (a payload is refused by a server
-    /// older than its version); should the server still answer `DUMP payload version or
-    /// checksum are wrong`, each lower version down to 9 is tried.
+    /// older than its version; 12 where `INFO` is refused or unclear); should the server still
+    /// answer `DUMP payload version or checksum are wrong`, each lower version down to 9 is
+    /// tried. [`ExportSummary::rdb_version`] says which one the server took.
     ///
     /// The filter is checked before anything is sent (see [`BridgeError::Inconsistent`]).
     ///
@@ -829,10 +830,15 @@ fn restore(
     data: &[Vec<u8>],
     replace: bool,
 ) -> Result<(u64, u16), BridgeError> {
-    let info = session.call("INFO", redis::cmd("INFO").arg("server"))?;
-    let newest = redis_version(&info).map_or(MAX_RDB_VERSION, |v| rdb_version_for(&v));
+    // A server that refuses INFO (an ACL) is tried from the newest version down.
+    let info = session.raw("INFO", redis::cmd("INFO").arg("server"))?;
+    let newest = info
+        .ok()
+        .and_then(|info| redis_version(&info))
+        .map_or(MAX_RDB_VERSION, |v| rdb_version_for(&v));
     let slices: Vec<&[u8]> = data.iter().map(Vec::as_slice).collect();
     let mut sent = 0u64;
+    let mut refusal_text = String::new();
     for version in (MIN_RDB_VERSION..=newest).rev() {
         let payload = payload::encode(header, &slices, version);
         sent += payload.len() as u64;
@@ -846,13 +852,15 @@ fn restore(
                 expect_ok(session, "RESTORE", reply)?;
                 return Ok((sent, version));
             }
-            Err(message) if message.contains(BAD_VERSION_REPLY) && version > MIN_RDB_VERSION => {
-                continue
-            }
+            Err(message) if message.contains(BAD_VERSION_REPLY) => refusal_text = message,
             Err(message) => return Err(refusal("RESTORE", session.key, message)),
         }
     }
-    unreachable!("the last version's reply returns")
+    // Even RDB version 9 was refused: a server older than Redis 5.0.
+    Err(BridgeError::Refused {
+        command: "RESTORE",
+        message: refusal_text,
+    })
 }
 
 /// The `LoadChunk` export: returns the bytes sent.
