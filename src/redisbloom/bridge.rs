@@ -651,8 +651,10 @@ impl RedisCuckooFilter {
     /// a write to the key in between aborts the `EXEC`, and the read starts again. After 5
     /// aborted tries it falls back to one `DUMP` (atomic, but LZF compression costs the server
     /// more, and the payload of a server whose RDB version is newer than 12 cannot be read:
-    /// [`BridgeError::Contended`] then). `SCANDUMP` is the primary way because the server only copies
-    /// memory for it, and its format does not change with the Redis version.
+    /// [`BridgeError::Contended`] then). `SCANDUMP` is the primary way because the server only
+    /// copies memory for it, and its format does not change with the Redis version. (Under a
+    /// steady stream of writes to the key, most `WATCH`ed tries abort: the tests see the
+    /// fallback taken by most imports while two clients write to the key without pause.)
     ///
     /// An empty filter (0 items: `CF.SCANDUMP` returns nothing then) is rebuilt from
     /// `CF.INFO`'s geometry: its buckets, bucket size, expansion, max iterations, sub-filters and
