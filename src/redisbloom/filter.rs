@@ -682,7 +682,7 @@ impl RedisCuckooFilter {
     }
 
     /// The header and every sub-filter's bytes, at one moment (writers wait meanwhile).
-    fn snapshot(&self) -> (Header, Vec<Vec<u8>>) {
+    pub(crate) fn snapshot(&self) -> (Header, Vec<Vec<u8>>) {
         self.frozen(|held| {
             let data: Vec<Vec<u8>> = held.iter().map(|(s, g)| s.frozen_bytes(g)).collect();
             let header = Header {

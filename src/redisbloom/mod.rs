@@ -11,7 +11,10 @@
 //! | `raw` | a checked filter image: header, geometry, sub-filter bytes |
 //! | `payload` | the `DUMP`/`RESTORE` payload, built on `rdb` (RDB encodings), `crc64`, `lzf` |
 //! | `error` | [`LoadError`], [`LzfError`], [`ReserveError`] |
+//! | `bridge` | (feature `redis`) `export_to` / `import_from` a live Redis, `BridgeError` |
 
+#[cfg(feature = "redis")]
+mod bridge;
 mod chunks;
 mod compact;
 mod crc64;
@@ -29,6 +32,8 @@ mod sub_filter;
 #[cfg(test)]
 mod testkit;
 
+#[cfg(feature = "redis")]
+pub use bridge::{BridgeError, ExportMode, ExportSummary};
 pub use error::{LoadError, LzfError, RedisInsertError, ReserveError};
 pub use filter::{RedisBuilder, RedisCuckooFilter, RedisInfo};
 pub use payload::PORTABLE_RDB_VERSION;

@@ -1,0 +1,1089 @@
+//! The Redis bridge (cargo feature `redis`): [`RedisCuckooFilter::export_to`] puts a filter
+//! into a live Redis with the RedisBloom module, [`RedisCuckooFilter::import_from`] takes one
+//! out, over any [`redis::ConnectionLike`].
+//!
+//! Export checks the filter before it sends a byte: Redis accepts, and then crashes on or
+//! misanswers from, images that no RedisBloom filter has (expansion 0 with several sub-filters,
+//! sizes that are not powers of two, a `DUMP` payload whose lengths disagree with its header).
+//! Import reads one consistent state of the key and validates it like
+//! [`RedisCuckooFilter::from_chunks`].
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use redis::{Cmd, ConnectionLike, ErrorKind, Pipeline, RedisError, Value};
+
+use super::chunks::{self, MAX_CHUNK};
+use super::error::LoadError;
+use super::filter::RedisCuckooFilter;
+use super::header::{Header, HEADER_LEN};
+use super::params::Geometry;
+use super::payload::{self, MAX_RDB_VERSION, MIN_RDB_VERSION};
+use super::raw::occupied_slots;
+
+/// Times [`RedisCuckooFilter::import_from`] tries its `WATCH`ed `MULTI`/`EXEC` snapshot before
+/// it falls back to one `DUMP`.
+const IMPORT_ATTEMPTS: u32 = 5;
+
+/// Milliseconds the temporary key of a `LoadChunk` export lives after its last chunk: a client
+/// that dies mid-export leaves nothing behind for longer than this.
+const TEMP_KEY_TTL_MS: u64 = 60_000;
+
+/// Bytes of chunk data sent in one pipeline (one round trip) of a `LoadChunk` export.
+const PIPELINE_BYTES: usize = MAX_CHUNK;
+
+/// The reply `RESTORE` gives to a payload whose RDB version is newer than the server's (or whose
+/// checksum is wrong, which a generated payload's never is).
+const BAD_VERSION_REPLY: &str = "DUMP payload version or checksum are wrong";
+
+/// How [`RedisCuckooFilter::export_to`] writes the filter into Redis.
+///
+/// | mode | commands | replicated and in the AOF | key already there |
+/// |---|---|---|---|
+/// | `Restore { replace: false }` | `RESTORE key 0 payload` | yes | [`BridgeError::KeyExists`] |
+/// | `Restore { replace: true }` | `RESTORE key 0 payload REPLACE` | yes | replaced |
+/// | `LoadChunk` | `CF.LOADCHUNK` into a temporary key, `RENAMENX` | **header only** | [`BridgeError::KeyExists`] |
+/// | `LoadChunkReplace` | `CF.LOADCHUNK` into a temporary key, `RENAME` | **header only** | replaced |
+///
+/// **Replication caveat.** Redis up to 8.6 (RedisBloom 2.x and 8.x) propagates only the header
+/// chunk of `CF.LOADCHUNK` to replicas and to the AOF, not the data chunks: after a
+/// `LoadChunk` export a replica, and a server restarted from the AOF, hold a filter with the
+/// right counters and geometry but **all slots empty** (every lookup answers 0). Use `Restore`
+/// where there are replicas or persistence; `LoadChunk` suits a standalone cache. `RESTORE`
+/// sends the whole filter in one command, so it is bounded by the server's
+/// `proto-max-bulk-len` (512 MiB by default); `LoadChunk` sends pieces of at most 16 MiB.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExportMode {
+    /// `RESTORE` of a generated `DUMP` payload, with `REPLACE` if `replace` is set. The
+    /// payload's RDB version is the newest the server accepts: see
+    /// [`RedisCuckooFilter::export_to`].
+    Restore {
+        /// Overwrite a key that exists (whatever its type); otherwise refuse it.
+        replace: bool,
+    },
+    /// `CF.LOADCHUNK` into a temporary key in the key's hash slot, then `RENAMENX` to the key:
+    /// readers never see a half-loaded filter, and an existing key is left alone
+    /// ([`BridgeError::KeyExists`]). See the replication caveat above.
+    LoadChunk,
+    /// As [`LoadChunk`](ExportMode::LoadChunk), but `RENAME` replaces an existing key
+    /// atomically: readers see the old filter, then the new one.
+    LoadChunkReplace,
+}
+
+/// What [`RedisCuckooFilter::export_to`] sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExportSummary {
+    /// Filter bytes sent: the payload (once per `RESTORE` attempt), or the header and data
+    /// chunks.
+    pub bytes: u64,
+    /// Commands sent, bookkeeping included (`INFO`, `EXISTS`, `PEXPIRE`, `MULTI`, ...).
+    pub commands: u64,
+    /// Round trips to the server.
+    pub round_trips: u64,
+    /// The RDB version of the payload the server took (`Restore` only).
+    pub rdb_version: Option<u16>,
+}
+
+/// Why [`RedisCuckooFilter::export_to`] or [`RedisCuckooFilter::import_from`] failed.
+///
+/// Where the server answered with an error, its text is kept (`message`). Keys are shown with
+/// invalid UTF-8 replaced.
+///
+/// ```
+/// use atomic_cuckoo::redisbloom::BridgeError;
+///
+/// fn explain(error: &BridgeError) -> &'static str {
+///     match error {
+///         BridgeError::MissingKey { .. } => "no such filter",
+///         BridgeError::WrongType { .. } => "the key holds something else",
+///         BridgeError::KeyExists { .. } => "refused to overwrite",
+///         _ => "failed",
+///     }
+/// }
+/// # let _ = explain;
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BridgeError {
+    /// The client failed: I/O, a dropped connection, a protocol error (the `redis` crate's
+    /// error is the [`source`](std::error::Error::source)).
+    Connection(RedisError),
+    /// The key does not exist (import).
+    MissingKey {
+        /// The key.
+        key: String,
+        /// The server's reply, e.g. `ERR not found`.
+        message: String,
+    },
+    /// The key holds a value that is not a cuckoo filter.
+    WrongType {
+        /// The key.
+        key: String,
+        /// The server's reply (`WRONGTYPE Operation against a key holding the wrong kind of
+        /// value`).
+        message: String,
+    },
+    /// The key exists, and the export mode does not replace it.
+    KeyExists {
+        /// The key.
+        key: String,
+        /// The server's reply where there is one (`BUSYKEY Target key name already exists.`);
+        /// `None` when `EXISTS` or `RENAMENX` showed it.
+        message: Option<String>,
+    },
+    /// The server refused a command (for example, the module is not loaded, or the filter is
+    /// too large for `proto-max-bulk-len`).
+    Refused {
+        /// The command.
+        command: &'static str,
+        /// The server's reply.
+        message: String,
+    },
+    /// The server's reply does not have the shape the command gives.
+    UnexpectedReply {
+        /// The command.
+        command: &'static str,
+        /// The reply, abridged.
+        reply: String,
+    },
+    /// The filter read from the key (import), or the filter to be sent (export), is not a
+    /// consistent RedisBloom filter (the [`LoadError`] is the source). An export never sends
+    /// such a filter: Redis could crash on it.
+    Inconsistent {
+        /// The key.
+        key: String,
+        /// What is wrong.
+        error: LoadError,
+    },
+    /// The key kept changing while it was read, and the `DUMP` fallback could not be read
+    /// either (its RDB version is newer than this crate knows).
+    Contended {
+        /// The key.
+        key: String,
+        /// `MULTI`/`EXEC` snapshots tried.
+        attempts: u32,
+    },
+}
+
+impl fmt::Display for BridgeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BridgeError::Connection(e) => write!(f, "Redis connection failed: {e}"),
+            BridgeError::MissingKey { key, message } => {
+                write!(f, "key {key:?} does not exist (server: {message})")
+            }
+            BridgeError::WrongType { key, message } => write!(
+                f,
+                "key {key:?} does not hold a cuckoo filter (server: {message})"
+            ),
+            BridgeError::KeyExists { key, message } => {
+                write!(f, "key {key:?} exists already")?;
+                match message {
+                    Some(message) => write!(f, " (server: {message})"),
+                    None => Ok(()),
+                }
+            }
+            BridgeError::Refused { command, message } => {
+                write!(f, "the server refused {command}: {message}")
+            }
+            BridgeError::UnexpectedReply { command, reply } => {
+                write!(f, "unexpected reply to {command}: {reply}")
+            }
+            BridgeError::Inconsistent { key, error } => {
+                write!(f, "the filter of key {key:?} is inconsistent: {error}")
+            }
+            BridgeError::Contended { key, attempts } => write!(
+                f,
+                "key {key:?} changed during each of {attempts} snapshot attempts"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BridgeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BridgeError::Connection(e) => Some(e),
+            BridgeError::Inconsistent { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// A key as text, for error messages.
+fn show(key: &[u8]) -> String {
+    String::from_utf8_lossy(key).into_owned()
+}
+
+/// A reply, abridged to a few hundred characters, for error messages.
+fn abridged(reply: &Value) -> String {
+    let mut text = format!("{reply:?}");
+    if text.len() > 200 {
+        let mut cut = 200;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push_str("...");
+    }
+    text
+}
+
+/// The full text of a server error reply, as the server sent it (`code detail`).
+fn server_text(error: &redis::ServerError) -> String {
+    match error.details() {
+        Some(detail) => format!("{} {detail}", error.code()),
+        None => error.code().to_owned(),
+    }
+}
+
+/// A server error reply to `command` on `key`, classified.
+fn refusal(command: &'static str, key: &[u8], message: String) -> BridgeError {
+    if message.starts_with("WRONGTYPE") {
+        BridgeError::WrongType {
+            key: show(key),
+            message,
+        }
+    } else if message.starts_with("BUSYKEY") {
+        BridgeError::KeyExists {
+            key: show(key),
+            message: Some(message),
+        }
+    } else if message == "ERR not found" || message == "ERR no such key" {
+        BridgeError::MissingKey {
+            key: show(key),
+            message,
+        }
+    } else {
+        BridgeError::Refused { command, message }
+    }
+}
+
+/// A client-side error; server errors that the `redis` crate reports as errors (an aborted
+/// transaction, a pipeline) keep their text.
+fn client_error(command: &'static str, key: &[u8], error: RedisError) -> BridgeError {
+    match error.kind() {
+        ErrorKind::Server(_) | ErrorKind::Extension => {
+            let message = match (error.code(), error.detail()) {
+                (Some(code), Some(detail)) => format!("{code} {detail}"),
+                _ => error.to_string(),
+            };
+            refusal(command, key, message)
+        }
+        _ => BridgeError::Connection(error),
+    }
+}
+
+/// Talks to one key: counts commands and round trips, and turns replies into typed errors.
+struct Session<'c> {
+    conn: &'c mut dyn ConnectionLike,
+    key: &'c [u8],
+    commands: u64,
+    round_trips: u64,
+}
+
+impl<'c> Session<'c> {
+    fn new(conn: &'c mut dyn ConnectionLike, key: &'c [u8]) -> Self {
+        Session {
+            conn,
+            key,
+            commands: 0,
+            round_trips: 0,
+        }
+    }
+
+    /// Sends one command; a server error reply is `Ok(Err(text))`.
+    fn raw(
+        &mut self,
+        command: &'static str,
+        cmd: &Cmd,
+    ) -> Result<Result<Value, String>, BridgeError> {
+        self.commands += 1;
+        self.round_trips += 1;
+        match self.conn.req_command(cmd) {
+            Ok(Value::ServerError(e)) => Ok(Err(server_text(&e))),
+            Ok(value) => Ok(Ok(value)),
+            Err(e) => Err(client_error(command, self.key, e)),
+        }
+    }
+
+    /// Sends one command; a server error reply is an error.
+    fn call(&mut self, command: &'static str, cmd: &Cmd) -> Result<Value, BridgeError> {
+        self.raw(command, cmd)?
+            .map_err(|message| refusal(command, self.key, message))
+    }
+
+    /// Sends a pipeline (atomic or not), each reply kept as it is, errors included; `None` when
+    /// a `WATCH`ed transaction was aborted.
+    fn pipeline(
+        &mut self,
+        command: &'static str,
+        pipe: &mut Pipeline,
+    ) -> Result<Option<Vec<Value>>, BridgeError> {
+        self.commands += pipe.len() as u64 + if pipe.is_transaction() { 2 } else { 0 };
+        self.round_trips += 1;
+        let reply: Value = pipe
+            .ignore_errors()
+            .query(&mut *self.conn)
+            .map_err(|e| client_error(command, self.key, e))?;
+        match reply {
+            Value::Nil if pipe.is_transaction() => Ok(None),
+            Value::Array(replies) if replies.len() == pipe.len() => Ok(Some(replies)),
+            other => Err(BridgeError::UnexpectedReply {
+                command,
+                reply: abridged(&other),
+            }),
+        }
+    }
+
+    /// Best effort, after a failure: the failure is what the caller reports.
+    fn quietly(&mut self, cmd: &Cmd) {
+        self.commands += 1;
+        self.round_trips += 1;
+        let _ = self.conn.req_command(cmd);
+    }
+
+    fn unexpected(&self, command: &'static str, reply: &Value) -> BridgeError {
+        BridgeError::UnexpectedReply {
+            command,
+            reply: abridged(reply),
+        }
+    }
+
+    fn inconsistent(&self, error: LoadError) -> BridgeError {
+        BridgeError::Inconsistent {
+            key: show(self.key),
+            error,
+        }
+    }
+}
+
+/// A reply that must be `OK`.
+fn expect_ok(
+    session: &Session<'_>,
+    command: &'static str,
+    reply: Value,
+) -> Result<(), BridgeError> {
+    match reply {
+        Value::Okay => Ok(()),
+        Value::SimpleString(ref s) if s == "OK" => Ok(()),
+        Value::ServerError(e) => Err(refusal(command, session.key, server_text(&e))),
+        other => Err(session.unexpected(command, &other)),
+    }
+}
+
+/// A reply that must be an integer (RESP3 may give a boolean).
+fn expect_int(
+    session: &Session<'_>,
+    command: &'static str,
+    reply: Value,
+) -> Result<i64, BridgeError> {
+    match reply {
+        Value::Int(n) => Ok(n),
+        Value::Boolean(b) => Ok(i64::from(b)),
+        Value::ServerError(e) => Err(refusal(command, session.key, server_text(&e))),
+        other => Err(session.unexpected(command, &other)),
+    }
+}
+
+/// A `CF.SCANDUMP` reply: the next iterator and the chunk (`None` at the end).
+fn scandump_reply(
+    session: &Session<'_>,
+    reply: Value,
+) -> Result<(u64, Option<Vec<u8>>), BridgeError> {
+    const COMMAND: &str = "CF.SCANDUMP";
+    let items = match reply {
+        Value::Array(items) if items.len() == 2 => items,
+        Value::ServerError(e) => return Err(refusal(COMMAND, session.key, server_text(&e))),
+        other => return Err(session.unexpected(COMMAND, &other)),
+    };
+    let mut items = items.into_iter();
+    let (iterator, chunk) = (items.next(), items.next());
+    match (iterator, chunk) {
+        (Some(Value::Int(it)), Some(chunk)) if it >= 0 => match chunk {
+            Value::Nil => Ok((it as u64, None)),
+            Value::BulkString(bytes) => Ok((it as u64, Some(bytes))),
+            other => Err(session.unexpected(COMMAND, &other)),
+        },
+        (iterator, _) => Err(session.unexpected(COMMAND, &iterator.unwrap_or(Value::Nil))),
+    }
+}
+
+/// `CF.INFO`'s fields by name (RESP2: a flat array of names and values; RESP3: a map).
+fn info_reply(session: &Session<'_>, reply: Value) -> Result<Vec<(String, i64)>, BridgeError> {
+    const COMMAND: &str = "CF.INFO";
+    let pairs: Vec<(Value, Value)> = match reply {
+        Value::Array(items) if items.len() % 2 == 0 => {
+            let mut items = items.into_iter();
+            std::iter::from_fn(|| Some((items.next()?, items.next()?))).collect()
+        }
+        Value::Map(pairs) => pairs,
+        Value::ServerError(e) => return Err(refusal(COMMAND, session.key, server_text(&e))),
+        other => return Err(session.unexpected(COMMAND, &other)),
+    };
+    pairs
+        .into_iter()
+        .map(|(name, value)| {
+            let name = match name {
+                Value::SimpleString(s) => s,
+                Value::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
+                other => return Err(session.unexpected(COMMAND, &other)),
+            };
+            match value {
+                Value::Int(n) => Ok((name, n)),
+                other => Err(session.unexpected(COMMAND, &other)),
+            }
+        })
+        .collect()
+}
+
+/// The geometry and counters `CF.INFO` reports, as a header with 0 items.
+fn header_from_info(
+    session: &Session<'_>,
+    fields: &[(String, i64)],
+) -> Result<Header, BridgeError> {
+    let field = |name: &str| -> Result<u64, BridgeError> {
+        fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|&(_, v)| u64::try_from(v).ok())
+            .ok_or_else(|| BridgeError::UnexpectedReply {
+                command: "CF.INFO",
+                reply: format!("no non-negative {name:?} in {fields:?}"),
+            })
+    };
+    let narrow = |name: &str| -> Result<u16, BridgeError> {
+        let value = field(name)?;
+        u16::try_from(value).map_err(|_| {
+            session.inconsistent(LoadError::FieldTooWide {
+                field: "CF.INFO field",
+                value,
+            })
+        })
+    };
+    Ok(Header {
+        items: 0,
+        buckets: field("Number of buckets")?,
+        deletes: field("Number of items deleted")?,
+        filters: field("Number of filters")?,
+        bucket_size: narrow("Bucket size")?,
+        max_iterations: narrow("Max iterations")?,
+        expansion: narrow("Expansion rate")?,
+    })
+}
+
+/// Sizes of the sub-filters of a validated header.
+fn sub_filter_lens(geometry: &Geometry, filters: u16) -> Result<Vec<usize>, LoadError> {
+    (0..filters)
+        .map(|i| {
+            geometry
+                .sub_bytes(i)
+                .and_then(|b| usize::try_from(b).ok())
+                .ok_or(LoadError::TooLarge { bytes: u64::MAX })
+        })
+        .collect()
+}
+
+/// Checks a snapshot before it is sent: the header is one Redis accepts and that is not
+/// corrupt, there are as many sub-filters as it says, each exactly as long as its buckets, and
+/// the item count is the number of occupied slots. (A filter of this crate always passes.)
+fn check_exportable(header: &Header, data: &[Vec<u8>]) -> Result<(), LoadError> {
+    let (geometry, filters) = header.validate()?;
+    if data.len() != usize::from(filters) {
+        return Err(LoadError::FilterCount {
+            filters: data.len() as u64,
+        });
+    }
+    for (i, sub) in data.iter().enumerate() {
+        let expected = geometry.sub_bytes(i as u16).unwrap_or(u64::MAX);
+        if sub.len() as u64 != expected {
+            return Err(LoadError::SubFilterLength {
+                index: i as u16,
+                len: sub.len() as u64,
+                expected,
+            });
+        }
+    }
+    let stored = occupied_slots(data);
+    if stored != header.items {
+        return Err(LoadError::ItemCount {
+            header: header.items,
+            stored,
+        });
+    }
+    Ok(())
+}
+
+/// The RDB version of a Redis version (`INFO server`'s `redis_version`): the newest one
+/// `RESTORE` accepts there. Unknown or newer versions get the newest this crate writes.
+pub(crate) fn rdb_version_for(redis_version: &str) -> u16 {
+    let mut parts = redis_version
+        .trim()
+        .split('.')
+        .map(|p| p.parse::<u32>().ok());
+    let (Some(Some(major)), Some(Some(minor))) = (parts.next(), parts.next()) else {
+        return MAX_RDB_VERSION;
+    };
+    match (major, minor) {
+        (0..=6, _) => MIN_RDB_VERSION, // 5.0 to 6.2: RDB 9 (older ones refuse, and say so)
+        (7, 0..=1) => 10,              // 7.0
+        (7, 2..=3) => 11,              // 7.2
+        _ => MAX_RDB_VERSION,          // 7.4, 8.x
+    }
+}
+
+/// `INFO server`'s `redis_version`, if the reply has one.
+fn redis_version(reply: &Value) -> Option<String> {
+    let text = match reply {
+        Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        Value::VerbatimString { text, .. } => text.clone(),
+        Value::SimpleString(text) => text.clone(),
+        _ => return None,
+    };
+    text.lines()
+        .find_map(|line| line.strip_prefix("redis_version:"))
+        .map(|v| v.trim().to_owned())
+}
+
+/// A temporary key in the same hash slot as `key` (so that `RENAME` works in a cluster): `key`
+/// itself plus a suffix if it has a hash tag, `{key}` plus a suffix if it has no `}`.
+fn temp_key(key: &[u8]) -> Vec<u8> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let suffix = format!(
+        ":atomic-cuckoo-load:{}:{nanos:08x}:{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    let has_tag = key.iter().position(|&b| b == b'{').is_some_and(|open| {
+        key[open + 1..]
+            .iter()
+            .position(|&b| b == b'}')
+            .is_some_and(|len| len > 0)
+    });
+    let mut tmp = Vec::with_capacity(key.len() + suffix.len() + 2);
+    if has_tag || key.contains(&b'}') {
+        tmp.extend_from_slice(key);
+    } else {
+        tmp.push(b'{');
+        tmp.extend_from_slice(key);
+        tmp.push(b'}');
+    }
+    tmp.extend_from_slice(suffix.as_bytes());
+    tmp
+}
+
+impl RedisCuckooFilter {
+    /// Writes the filter into `key` of a Redis server with the RedisBloom module (2.2.15 or
+    /// later, Redis 8 included), as one consistent snapshot of it (writers here wait while it is
+    /// taken). Afterwards `CF.EXISTS`, `CF.ADD`, `CF.DEL`, … on the server behave exactly as
+    /// this filter does: the server holds the same bytes.
+    ///
+    /// See [`ExportMode`] for the two ways, which differ in what reaches replicas. For
+    /// `Restore`, the payload's RDB version is chosen from `INFO server`'s `redis_version`:
+    /// 5.0–6.2 → 9, 7.0 → 10, 7.2 → 11, 7.4 and 8.x → 12 (a payload is refused by a server
+    /// older than its version; 12 where `INFO` is refused or unclear); should the server still
+    /// answer `DUMP payload version or checksum are wrong`, each lower version down to 9 is
+    /// tried. [`ExportSummary::rdb_version`] says which one the server took.
+    ///
+    /// The filter is checked before anything is sent (see [`BridgeError::Inconsistent`]).
+    ///
+    /// # Errors
+    ///
+    /// [`BridgeError::KeyExists`] if the key exists and the mode does not replace it;
+    /// [`BridgeError::Refused`] if the server refuses a command (no RedisBloom module, the
+    /// payload too large for `proto-max-bulk-len`, a server older than Redis 5);
+    /// [`BridgeError::Connection`] if the connection fails; [`BridgeError::UnexpectedReply`]
+    /// for a reply of the wrong shape. A `LoadChunk` export that fails deletes its temporary
+    /// key (if the connection still works; otherwise the key expires within a minute) and
+    /// leaves `key` as it was.
+    ///
+    /// ```no_run
+    /// use atomic_cuckoo::redisbloom::{ExportMode, RedisCuckooFilter};
+    ///
+    /// let filter = RedisCuckooFilter::reserve(1_000_000)?;
+    /// filter.insert("user:42")?;
+    /// let mut conn = redis::Client::open("redis://127.0.0.1:6379/")?.get_connection()?;
+    /// filter.export_to(&mut conn, "users", ExportMode::Restore { replace: true })?;
+    /// let found: bool = redis::cmd("CF.EXISTS").arg("users").arg("user:42").query(&mut conn)?;
+    /// assert!(found);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn export_to(
+        &self,
+        conn: &mut dyn ConnectionLike,
+        key: impl AsRef<[u8]>,
+        mode: ExportMode,
+    ) -> Result<ExportSummary, BridgeError> {
+        let key = key.as_ref();
+        let mut session = Session::new(conn, key);
+        let (header, data) = self.snapshot();
+        check_exportable(&header, &data).map_err(|e| session.inconsistent(e))?;
+        let (bytes, rdb_version) = match mode {
+            ExportMode::Restore { replace } => {
+                let (bytes, version) = restore(&mut session, &header, &data, replace)?;
+                (bytes, Some(version))
+            }
+            ExportMode::LoadChunk => (load_chunks(&mut session, &header, &data, false)?, None),
+            ExportMode::LoadChunkReplace => {
+                (load_chunks(&mut session, &header, &data, true)?, None)
+            }
+        };
+        Ok(ExportSummary {
+            bytes,
+            commands: session.commands,
+            round_trips: session.round_trips,
+            rdb_version,
+        })
+    }
+
+    /// Reads the cuckoo filter at `key` of a Redis server with the RedisBloom module into a new
+    /// filter here, which then answers `contains`, `count`, … exactly as the server did at one
+    /// moment.
+    ///
+    /// The read is one consistent snapshot: `WATCH key`, `CF.SCANDUMP key 0` for the header
+    /// (whose geometry fixes every chunk's iterator), then `MULTI`, every `CF.SCANDUMP`, `EXEC`;
+    /// a write to the key in between aborts the `EXEC`, and the read starts again. After 5
+    /// aborted tries it falls back to one `DUMP` (atomic, but LZF compression costs the server
+    /// more, and the payload of a server whose RDB version is newer than 12 cannot be read:
+    /// [`BridgeError::Contended`] then). `SCANDUMP` is the primary way because the server only
+    /// copies memory for it, and its format does not change with the Redis version. (Under a
+    /// steady stream of writes to the key, most `WATCH`ed tries abort: the tests see the
+    /// fallback taken by most imports while two clients write to the key without pause.)
+    ///
+    /// An empty filter (0 items: `CF.SCANDUMP` returns nothing then) is rebuilt from
+    /// `CF.INFO`'s geometry: its buckets, bucket size, expansion, max iterations, sub-filters and
+    /// deletes. The new filter allows 32 sub-filters (RedisBloom's default
+    /// `cf-max-expansions`); the server's setting is not read.
+    ///
+    /// # Errors
+    ///
+    /// [`BridgeError::MissingKey`], [`BridgeError::WrongType`];
+    /// [`BridgeError::Inconsistent`] if the server's filter is corrupt (as
+    /// [`from_chunks`](RedisCuckooFilter::from_chunks) checks it: the counters must match the
+    /// bytes, the geometry must be one RedisBloom creates); [`BridgeError::Contended`] if the
+    /// key kept changing and `DUMP` failed too; [`BridgeError::Refused`] (no module),
+    /// [`BridgeError::Connection`], [`BridgeError::UnexpectedReply`].
+    ///
+    /// ```no_run
+    /// use atomic_cuckoo::redisbloom::RedisCuckooFilter;
+    ///
+    /// let mut conn = redis::Client::open("redis://127.0.0.1:6379/")?.get_connection()?;
+    /// let replica = RedisCuckooFilter::import_from(&mut conn, "users")?;
+    /// println!("{} items", replica.info().items);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn import_from(
+        conn: &mut dyn ConnectionLike,
+        key: impl AsRef<[u8]>,
+    ) -> Result<Self, BridgeError> {
+        let key = key.as_ref();
+        let mut session = Session::new(conn, key);
+        for _ in 0..IMPORT_ATTEMPTS {
+            session.call("WATCH", redis::cmd("WATCH").arg(key))?;
+            match snapshot_once(&mut session) {
+                Ok(Some(filter)) => return Ok(filter),
+                Ok(None) => continue,
+                Err(e) => {
+                    session.quietly(&redis::cmd("UNWATCH"));
+                    return Err(e);
+                }
+            }
+        }
+        import_by_dump(&mut session).map_err(|e| match e {
+            BridgeError::Inconsistent {
+                error: LoadError::RdbVersion { .. },
+                ..
+            } => BridgeError::Contended {
+                key: show(key),
+                attempts: IMPORT_ATTEMPTS,
+            },
+            e => e,
+        })
+    }
+}
+
+/// One `WATCH`ed snapshot attempt (the caller has sent `WATCH`); `None` if `EXEC` was aborted.
+fn snapshot_once(session: &mut Session<'_>) -> Result<Option<RedisCuckooFilter>, BridgeError> {
+    let key = session.key;
+    let first = session.call("CF.SCANDUMP", redis::cmd("CF.SCANDUMP").arg(key).arg(0))?;
+    let mut pipe = redis::pipe();
+    pipe.atomic();
+    match scandump_reply(session, first)? {
+        (0, None) => {
+            pipe.cmd("CF.INFO").arg(key);
+            pipe.cmd("CF.SCANDUMP").arg(key).arg(0);
+            let Some(replies) = session.pipeline("EXEC", &mut pipe)? else {
+                return Ok(None);
+            };
+            let mut replies = replies.into_iter();
+            let info = replies.next().unwrap_or_default();
+            let last = replies.next().unwrap_or_default();
+            let header = header_from_info(session, &info_reply(session, info)?)?;
+            if scandump_reply(session, last)? != (0, None) {
+                // WATCH should have aborted the EXEC: the key changed after all.
+                return Ok(None);
+            }
+            empty_filter(header)
+                .map(Some)
+                .map_err(|e| session.inconsistent(e))
+        }
+        (1, Some(header_bytes)) => {
+            let header = Header::decode(&header_bytes).map_err(|e| session.inconsistent(e))?;
+            let (geometry, filters) = header.validate().map_err(|e| session.inconsistent(e))?;
+            let lens = sub_filter_lens(&geometry, filters).map_err(|e| session.inconsistent(e))?;
+            let plan: Vec<chunks::DataChunk> = chunks::data_chunks(lens).collect();
+            // SCANDUMP 0 again (the header, checked against the one above), then each chunk's
+            // start iterator (the previous chunk's), then the end.
+            let mut sent = 1u64;
+            pipe.cmd("CF.SCANDUMP").arg(key).arg(0);
+            for chunk in &plan {
+                pipe.cmd("CF.SCANDUMP").arg(key).arg(sent);
+                sent = chunk.iterator;
+            }
+            pipe.cmd("CF.SCANDUMP").arg(key).arg(sent);
+            let Some(replies) = session.pipeline("EXEC", &mut pipe)? else {
+                return Ok(None);
+            };
+            let mut got = Vec::with_capacity(replies.len());
+            for reply in replies {
+                got.push(scandump_reply(session, reply)?);
+            }
+            let wrong = |what: String| BridgeError::UnexpectedReply {
+                command: "CF.SCANDUMP",
+                reply: what,
+            };
+            if got.first() != Some(&(1, Some(header_bytes))) {
+                // The header changed between WATCH and EXEC without aborting it.
+                return Ok(None);
+            }
+            if got.last() != Some(&(0, None)) {
+                return Err(wrong(format!(
+                    "the last reply is not [0, nil] (iterator {})",
+                    got.last().map_or(0, |g| g.0)
+                )));
+            }
+            let data = &got[1..got.len() - 1];
+            for (chunk, (iterator, bytes)) in plan.iter().zip(data) {
+                let len = bytes.as_ref().map_or(0, Vec::len);
+                if *iterator != chunk.iterator || len != chunk.range.len() {
+                    return Err(wrong(format!(
+                        "chunk {iterator} of {len} bytes where the header gives chunk {} of {} \
+                         bytes",
+                        chunk.iterator,
+                        chunk.range.len()
+                    )));
+                }
+            }
+            let chunks = got[..got.len() - 1]
+                .iter()
+                .map(|(it, bytes)| (*it, bytes.as_deref().unwrap_or_default()));
+            RedisCuckooFilter::from_chunks(chunks)
+                .map(Some)
+                .map_err(|e| session.inconsistent(e))
+        }
+        (iterator, chunk) => Err(BridgeError::UnexpectedReply {
+            command: "CF.SCANDUMP",
+            reply: format!(
+                "[{iterator}, {} bytes] to iterator 0",
+                chunk.map_or(0, |c| c.len())
+            ),
+        }),
+    }
+}
+
+/// An empty filter with the geometry and counters of `header` (whose item count is 0): the
+/// header and zero-filled chunks through [`RedisCuckooFilter::from_chunks`].
+fn empty_filter(header: Header) -> Result<RedisCuckooFilter, LoadError> {
+    let (geometry, filters) = header.validate()?;
+    let lens = sub_filter_lens(&geometry, filters)?;
+    let plan: Vec<chunks::DataChunk> = chunks::data_chunks(lens).collect();
+    let zeros = vec![0u8; plan.iter().map(|c| c.range.len()).max().unwrap_or(0)];
+    let header_bytes = header.encode();
+    let chunks = std::iter::once((1, &header_bytes[..]))
+        .chain(plan.iter().map(|c| (c.iterator, &zeros[..c.range.len()])));
+    RedisCuckooFilter::from_chunks(chunks)
+}
+
+/// The `DUMP` fallback of an import.
+fn import_by_dump(session: &mut Session<'_>) -> Result<RedisCuckooFilter, BridgeError> {
+    let key = session.key;
+    match session.call("DUMP", redis::cmd("DUMP").arg(key))? {
+        Value::Nil => Err(BridgeError::MissingKey {
+            key: show(key),
+            message: "DUMP answered nil".to_owned(),
+        }),
+        Value::BulkString(payload) => {
+            RedisCuckooFilter::from_dump_payload(&payload).map_err(|e| session.inconsistent(e))
+        }
+        other => Err(session.unexpected("DUMP", &other)),
+    }
+}
+
+/// The `Restore` export: returns the bytes sent and the RDB version taken.
+fn restore(
+    session: &mut Session<'_>,
+    header: &Header,
+    data: &[Vec<u8>],
+    replace: bool,
+) -> Result<(u64, u16), BridgeError> {
+    // A server that refuses INFO (an ACL) is tried from the newest version down.
+    let info = session.raw("INFO", redis::cmd("INFO").arg("server"))?;
+    let newest = info
+        .ok()
+        .and_then(|info| redis_version(&info))
+        .map_or(MAX_RDB_VERSION, |v| rdb_version_for(&v));
+    let slices: Vec<&[u8]> = data.iter().map(Vec::as_slice).collect();
+    let mut sent = 0u64;
+    let mut refusal_text = String::new();
+    for version in (MIN_RDB_VERSION..=newest).rev() {
+        let payload = payload::encode(header, &slices, version);
+        sent += payload.len() as u64;
+        let mut cmd = redis::cmd("RESTORE");
+        cmd.arg(session.key).arg(0).arg(payload);
+        if replace {
+            cmd.arg("REPLACE");
+        }
+        match session.raw("RESTORE", &cmd)? {
+            Ok(reply) => {
+                expect_ok(session, "RESTORE", reply)?;
+                return Ok((sent, version));
+            }
+            Err(message) if message.contains(BAD_VERSION_REPLY) => refusal_text = message,
+            Err(message) => return Err(refusal("RESTORE", session.key, message)),
+        }
+    }
+    // Even RDB version 9 was refused: a server older than Redis 5.0.
+    Err(BridgeError::Refused {
+        command: "RESTORE",
+        message: refusal_text,
+    })
+}
+
+/// The `LoadChunk` export: returns the bytes sent.
+fn load_chunks(
+    session: &mut Session<'_>,
+    header: &Header,
+    data: &[Vec<u8>],
+    replace: bool,
+) -> Result<u64, BridgeError> {
+    let key = session.key;
+    if !replace {
+        let exists = session.call("EXISTS", redis::cmd("EXISTS").arg(key))?;
+        if expect_int(session, "EXISTS", exists)? != 0 {
+            return Err(BridgeError::KeyExists {
+                key: show(key),
+                message: None,
+            });
+        }
+    }
+    let tmp = temp_key(key);
+    let header_bytes = header.encode();
+    let mut sent = HEADER_LEN as u64;
+    // The header (which creates the temporary key), then its expiry.
+    let mut pipe = redis::pipe();
+    pipe.cmd("CF.LOADCHUNK")
+        .arg(&tmp)
+        .arg(1)
+        .arg(&header_bytes[..]);
+    pipe.cmd("PEXPIRE").arg(&tmp).arg(TEMP_KEY_TTL_MS);
+    let replies = session
+        .pipeline("CF.LOADCHUNK", &mut pipe)?
+        .unwrap_or_default();
+    let mut replies = replies.into_iter();
+    let created = replies.next().unwrap_or_default();
+    // On failure nothing was created (or a key of this unlikely name existed: leave it).
+    expect_ok(session, "CF.LOADCHUNK", created)?;
+    let result = (|| {
+        // Data chunks in pipelines of about 16 MiB, each followed by a fresh expiry. All-zero
+        // chunks are skipped: the header created the sub-filters zero-filled.
+        let lens = data.iter().map(Vec::len);
+        let mut plan = chunks::data_chunks(lens)
+            .filter(|c| data[c.filter][c.range.clone()].iter().any(|&b| b != 0))
+            .peekable();
+        while plan.peek().is_some() {
+            let mut pipe = redis::pipe();
+            let mut bytes = 0usize;
+            while let Some(c) =
+                plan.next_if(|c| bytes == 0 || bytes + c.range.len() <= PIPELINE_BYTES)
+            {
+                bytes += c.range.len();
+                pipe.cmd("CF.LOADCHUNK")
+                    .arg(&tmp)
+                    .arg(c.iterator)
+                    .arg(&data[c.filter][c.range]);
+            }
+            pipe.cmd("PEXPIRE").arg(&tmp).arg(TEMP_KEY_TTL_MS);
+            sent += bytes as u64;
+            let replies = session
+                .pipeline("CF.LOADCHUNK", &mut pipe)?
+                .unwrap_or_default();
+            let count = replies.len();
+            for (i, reply) in replies.into_iter().enumerate() {
+                if i + 1 < count {
+                    expect_ok(session, "CF.LOADCHUNK", reply)?;
+                } else if expect_int(session, "PEXPIRE", reply)? != 1 {
+                    return Err(BridgeError::Refused {
+                        command: "PEXPIRE",
+                        message: "the temporary key vanished during the export".to_owned(),
+                    });
+                }
+            }
+        }
+        // Publish: PERSIST the temporary key and rename it, in one transaction.
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        pipe.cmd("PERSIST").arg(&tmp);
+        if replace {
+            pipe.cmd("RENAME").arg(&tmp).arg(key);
+        } else {
+            pipe.cmd("RENAMENX").arg(&tmp).arg(key);
+            pipe.cmd("DEL").arg(&tmp);
+        }
+        let replies = session.pipeline("EXEC", &mut pipe)?.unwrap_or_default();
+        let mut replies = replies.into_iter();
+        let persisted = replies.next().unwrap_or_default();
+        expect_int(session, "PERSIST", persisted)?;
+        let renamed = replies.next().unwrap_or_default();
+        if replace {
+            expect_ok(session, "RENAME", renamed)
+        } else if expect_int(session, "RENAMENX", renamed)? == 1 {
+            Ok(())
+        } else {
+            Err(BridgeError::KeyExists {
+                key: show(key),
+                message: None,
+            })
+        }
+    })();
+    if result.is_err() {
+        session.quietly(redis::cmd("DEL").arg(&tmp));
+    }
+    result.map(|()| sent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rdb_versions_follow_the_redis_version() {
+        for (version, rdb) in [
+            ("5.0.14", 9),
+            ("6.2.17", 9),
+            ("7.0.15", 10),
+            ("7.2.4", 11),
+            ("7.4.2", 12),
+            ("8.0.2", 12),
+            ("8.6.0", 12),
+            ("255.255.255", 12),
+            ("garbage", 12),
+            ("", 12),
+        ] {
+            assert_eq!(rdb_version_for(version), rdb, "{version}");
+        }
+    }
+
+    #[test]
+    fn temp_keys_share_the_hash_slot() {
+        let tag = |k: &[u8]| -> Vec<u8> {
+            // Redis Cluster's rule: the bytes between the first `{` and the next `}`, if any.
+            if let Some(open) = k.iter().position(|&b| b == b'{') {
+                if let Some(len) = k[open + 1..].iter().position(|&b| b == b'}') {
+                    if len > 0 {
+                        return k[open + 1..open + 1 + len].to_vec();
+                    }
+                }
+            }
+            k.to_vec()
+        };
+        // (The empty key is the one whose slot no other key shares this way.)
+        for key in [
+            &b"users"[..],
+            b"user:{42}",
+            b"a{b",
+            b"{}x",
+            b"x{}y{z}",
+            b"{a}{b}",
+        ] {
+            let tmp = temp_key(key);
+            assert!(tmp.starts_with(key) || tmp[1..].starts_with(key));
+            if !key.contains(&b'}') || tag(key) != *key {
+                assert_eq!(tag(&tmp), tag(key), "{:?}", show(key));
+            }
+        }
+        assert_ne!(temp_key(b"k"), temp_key(b"k"));
+    }
+
+    #[test]
+    fn export_checks_refuse_inconsistent_snapshots() {
+        let f = RedisCuckooFilter::reserve(64).unwrap();
+        f.insert("a").unwrap();
+        let (header, data) = f.snapshot();
+        assert_eq!(check_exportable(&header, &data), Ok(()));
+        let mut short = data.clone();
+        short[0].pop();
+        assert!(matches!(
+            check_exportable(&header, &short),
+            Err(LoadError::SubFilterLength { .. })
+        ));
+        let two = Header {
+            filters: 2,
+            expansion: 0,
+            ..header
+        };
+        let doubled = vec![data[0].clone(), data[0].clone()];
+        assert!(matches!(
+            check_exportable(&two, &doubled),
+            Err(LoadError::ZeroExpansionWithSubFilters { .. })
+        ));
+        let odd = Header {
+            buckets: 24,
+            ..header
+        };
+        assert!(matches!(
+            check_exportable(&odd, &data),
+            Err(LoadError::BucketsNotPowerOfTwo { .. })
+        ));
+        let miscounted = Header { items: 2, ..header };
+        assert!(matches!(
+            check_exportable(&miscounted, &data),
+            Err(LoadError::ItemCount { .. })
+        ));
+        let missing = Header {
+            filters: 2,
+            expansion: 1,
+            ..header
+        };
+        assert!(matches!(
+            check_exportable(&missing, &data),
+            Err(LoadError::FilterCount { .. })
+        ));
+    }
+
+    #[test]
+    fn an_empty_filter_rebuilds_from_its_geometry() {
+        let header = Header {
+            items: 0,
+            buckets: 8,
+            deletes: 3,
+            filters: 3,
+            bucket_size: 2,
+            max_iterations: 7,
+            expansion: 2,
+        };
+        let f = empty_filter(header).unwrap();
+        let info = f.info();
+        assert_eq!(
+            (info.buckets, info.filters, info.deletes, info.bucket_size),
+            (8, 3, 3, 2)
+        );
+        assert_eq!((info.expansion, info.max_iterations, info.items), (2, 7, 0));
+        assert!(f.scandump().is_empty());
+    }
+}

@@ -1,0 +1,276 @@
+//! Real Redis servers for the bridge tests: each test starts its own `redis-server` (Debian's,
+//! with `<repo>/.redis-stack/redisbloom.so` loaded, both installed by
+//! `scripts/install-redis.sh`) on a free port bound to 127.0.0.1, without persistence, and
+//! stops it on drop.
+//!
+//! Without the server binary or the module a test prints why and skips (returns early); with
+//! `CI=true` in the environment it fails instead. `REDIS_SERVER` and `REDISBLOOM_MODULE`
+//! override the paths.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Whether a missing server must fail the test (`CI=true`).
+fn required() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// The redis-server binary: `$REDIS_SERVER`, else the first `redis-server` on `PATH`.
+fn server_binary() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("REDIS_SERVER") {
+        return Some(PathBuf::from(p));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("redis-server"))
+        .find(|p| p.is_file())
+}
+
+/// The module: `$REDISBLOOM_MODULE`, else `<repo>/.redis-stack/redisbloom.so`.
+fn module_path() -> PathBuf {
+    std::env::var_os("REDISBLOOM_MODULE").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join(".redis-stack/redisbloom.so"),
+        PathBuf::from,
+    )
+}
+
+/// What to start: the binary and the module, or why the test cannot run. Prints the reason and
+/// returns `None` (skip), or panics under `CI=true`.
+fn prerequisites(test: &str) -> Option<(PathBuf, PathBuf)> {
+    let why = match (server_binary(), module_path()) {
+        (None, _) => "no redis-server on PATH (run scripts/install-redis.sh)".to_owned(),
+        (Some(bin), module) if !module.is_file() => format!(
+            "{} has no RedisBloom module at {} (run scripts/install-redis.sh)",
+            bin.display(),
+            module.display()
+        ),
+        (Some(bin), module) => return Some((bin, module)),
+    };
+    if required() {
+        panic!("{test}: CI=true, but {why}");
+    }
+    eprintln!("SKIP {test}: {why}");
+    None
+}
+
+/// A `redis-server` child process, killed on drop.
+pub struct Server {
+    child: Child,
+    pub port: u16,
+    dir: PathBuf,
+}
+
+impl Server {
+    /// A server with the RedisBloom module, or `None` (skip) as [`prerequisites`] decides.
+    pub fn start(test: &str) -> Option<Server> {
+        Self::start_with(test, &[], true)
+    }
+
+    /// A server with extra arguments (`--replicaof 127.0.0.1 PORT`, ...).
+    pub fn start_with(test: &str, extra: &[&str], module: bool) -> Option<Server> {
+        let (bin, module_path) = prerequisites(test)?;
+        for _attempt in 0..5 {
+            let port = free_port();
+            let dir = std::env::temp_dir()
+                .join(format!("atomic-cuckoo-redis-{}-{port}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("temp dir");
+            let mut cmd = Command::new(&bin);
+            cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .arg("--dir")
+                .arg(&dir)
+                .args(extra);
+            if module {
+                cmd.arg("--loadmodule").arg(&module_path);
+            }
+            let log = std::fs::File::create(dir.join("server.log")).expect("log file");
+            let child = cmd
+                .stdout(log.try_clone().expect("log"))
+                .stderr(log)
+                .stdin(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("{test}: cannot run {}: {e}", bin.display()));
+            let mut server = Server { child, port, dir };
+            match server.wait_ready() {
+                Ok(()) => return Some(server),
+                Err(log) if log.contains("Address already in use") => continue,
+                Err(log) => panic!("{test}: redis-server did not start:\n{log}"),
+            }
+        }
+        panic!("{test}: no free port after 5 tries")
+    }
+
+    /// Waits until the server answers PING; on failure, its log.
+    fn wait_ready(&mut self) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return Err(self.log());
+            }
+            if let Ok(mut conn) = self.client().get_connection() {
+                if redis::cmd("PING").query::<String>(&mut conn).is_ok() {
+                    return Ok(());
+                }
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        Err(self.log())
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(self.url()).expect("client")
+    }
+
+    pub fn conn(&self) -> redis::Connection {
+        self.client().get_connection().expect("connection")
+    }
+
+    /// A RESP3 connection.
+    pub fn conn_resp3(&self) -> redis::Connection {
+        redis::Client::open(format!("{}?protocol=resp3", self.url()))
+            .expect("client")
+            .get_connection()
+            .expect("connection")
+    }
+
+    /// A replica of this server (`--replicaof`), once its link is up.
+    pub fn replica(&self, test: &str) -> Option<Server> {
+        let port = self.port.to_string();
+        let replica = Server::start_with(test, &["--replicaof", "127.0.0.1", &port], true)?;
+        let mut conn = replica.conn();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query(&mut conn)
+                .unwrap();
+            if info.contains("master_link_status:up") {
+                return Some(replica);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{test}: the replica did not sync:\n{info}\n{}",
+                replica.log()
+            );
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A port that was free a moment ago.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind 127.0.0.1:0")
+}
+
+/// A TCP proxy to a server that drops the connection once a set number of bytes went from the
+/// client to the server (the server sees a client that vanished mid-command). One client.
+pub struct CuttingProxy {
+    pub port: u16,
+    /// Bytes forwarded from the client so far.
+    pub forwarded: Arc<AtomicUsize>,
+    /// The cut: no byte past this many is forwarded (`usize::MAX` until set).
+    pub limit: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+}
+
+impl CuttingProxy {
+    pub fn start(server_port: u16) -> CuttingProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().unwrap().port();
+        let forwarded = Arc::new(AtomicUsize::new(0));
+        let limit = Arc::new(AtomicUsize::new(usize::MAX));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (fwd, lim, stopped) = (forwarded.clone(), limit.clone(), stop.clone());
+        thread::spawn(move || {
+            for client in listener.incoming() {
+                if stopped.load(Ordering::Relaxed) {
+                    return;
+                }
+                let Ok(client) = client else { return };
+                let Ok(server) = TcpStream::connect(("127.0.0.1", server_port)) else {
+                    return;
+                };
+                let (mut c_read, mut s_write) =
+                    (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let (mut s_read, mut c_write) = (server, client);
+                let (fwd, lim) = (fwd.clone(), lim.clone());
+                // Server to client, as it comes.
+                thread::spawn(move || {
+                    let _ = std::io::copy(&mut s_read, &mut c_write);
+                    let _ = c_write.shutdown(Shutdown::Both);
+                });
+                // Client to server, up to `cut_after` bytes, then both sides closed.
+                thread::spawn(move || {
+                    let mut buf = vec![0u8; 64 << 10];
+                    loop {
+                        let n = match c_read.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        let done = fwd.load(Ordering::Relaxed);
+                        let take = n.min(lim.load(Ordering::Relaxed).saturating_sub(done));
+                        if take > 0 && s_write.write_all(&buf[..take]).is_err() {
+                            break;
+                        }
+                        fwd.fetch_add(take, Ordering::Relaxed);
+                        if take < n {
+                            break;
+                        }
+                    }
+                    let _ = s_write.shutdown(Shutdown::Both);
+                    let _ = c_read.shutdown(Shutdown::Both);
+                });
+            }
+        });
+        CuttingProxy {
+            port,
+            forwarded,
+            limit,
+            stop,
+        }
+    }
+
+    /// Cuts the connection `more` bytes from now.
+    pub fn cut_after(&self, more: usize) {
+        let now = self.forwarded.load(Ordering::Relaxed);
+        self.limit.store(now + more, Ordering::Relaxed);
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+}
+
+impl Drop for CuttingProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // Wake the accept loop.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+    }
+}
