@@ -16,6 +16,10 @@ use crate::stripe::{FreezeGuard, StripeSet};
 use crate::sync::{AtomicU64, AtomicUsize, GrowLock, Ordering};
 use crate::table::Lookup;
 
+#[cfg(loom)]
+#[path = "loom_hook.rs"]
+mod loom_hook;
+
 /// Stripes of the gate that makes `insert_unique` of one item atomic.
 const UNIQUE_GATES: usize = 256;
 
