@@ -10,9 +10,12 @@ cd "$(dirname "$0")/.."
 # bucket) can catch; two for grown filters (model 8: levels that do not nest; insert_unique taking
 # an unproven lookup for "present"); two that the save models catch (a writer that ignores a
 # save's freeze, and a save that freezes by holding every stripe's lock bit, which leaves readers
-# unproven).
+# unproven); three in the RedisBloom filter (a kick walk that writes holding only the new
+# fingerprint's pair, a compaction that erases from the newer sub-filter before it copies into
+# the older one, a slot write that loads and stores a word that other stripes' buckets share).
 mutants=(no_version_check no_release_fence erase_before_copy fence_between_locks move_locks_one_stripe
-    unnested_levels unique_trusts_unproven writer_ignores_freeze freeze_through_version)
+    unnested_levels unique_trusts_unproven writer_ignores_freeze freeze_through_version
+    rb_no_path_locks rb_erase_before_copy rb_plain_store)
 preemptions="${LOOM_MAX_PREEMPTIONS:-2}"
 survivors=()
 

@@ -8,6 +8,7 @@ use std::hash::{BuildHasher, Hasher};
 
 use crate::filter::CuckooFilter;
 use crate::levels::{GrowthPlan, Levels, WidthRule};
+use crate::redisbloom::RedisCuckooFilter;
 use crate::table::{Limits, Lookup, Table, TableShape};
 
 /// A hasher that returns the `u64` it is given: models choose an item's hash, and so its
@@ -131,12 +132,7 @@ pub fn copies_in(filter: &CuckooFilter<PassThrough>, bucket: usize, fp: u64) -> 
 pub fn lookup(filter: &CuckooFilter<PassThrough>, item: u64) -> (Outcome, u32) {
     let table = filter.levels_ref().first();
     let (lookup, attempts) = table.lookup_traced(table.key(item));
-    let outcome = match lookup {
-        Lookup::Present => Outcome::Present,
-        Lookup::Absent => Outcome::Absent,
-        Lookup::Unproven => Outcome::Unproven,
-    };
-    (outcome, attempts)
+    (outcome(lookup), attempts)
 }
 
 /// The fingerprint of `item`.
@@ -217,9 +213,48 @@ pub fn place_in(filter: &CuckooFilter<PassThrough>, level: usize, bucket: usize,
 
 /// The full outcome of `contains(item)` over every level.
 pub fn lookup_all(filter: &CuckooFilter<PassThrough>, item: u64) -> Outcome {
-    match filter.levels_ref().lookup(item) {
+    outcome(filter.levels_ref().lookup(item))
+}
+
+fn outcome(lookup: Lookup) -> Outcome {
+    match lookup {
         Lookup::Present => Outcome::Present,
         Lookup::Absent => Outcome::Absent,
         Lookup::Unproven => Outcome::Unproven,
     }
+}
+
+/// A RedisBloom filter of `sub_filters` live sub-filters of `buckets` buckets of `bucket_size`
+/// one-byte slots each (a tiny sub-filter has one stripe per bucket), whose kick walks give up
+/// after `max_iterations` kicks. Items are byte strings, hashed as RedisBloom hashes them.
+pub fn rb_filter(
+    buckets: u64,
+    bucket_size: u16,
+    sub_filters: usize,
+    max_iterations: u16,
+) -> RedisCuckooFilter {
+    RedisCuckooFilter::loom_tiny(buckets, bucket_size, sub_filters, max_iterations)
+}
+
+/// The fingerprint of `item`, and its two buckets (first: the one its lookup validates) in
+/// sub-filter `sub`.
+pub fn rb_key(filter: &RedisCuckooFilter, sub: usize, item: &[u8]) -> (u8, (usize, usize)) {
+    filter.loom_key(sub, item)
+}
+
+/// Stores `fp` in `bucket` of sub-filter `sub` (counted as one item); false when it is full.
+pub fn rb_place(filter: &RedisCuckooFilter, sub: usize, bucket: usize, fp: u8) -> bool {
+    filter.loom_place(sub, bucket, fp)
+}
+
+/// Copies of `fp` in `bucket` of sub-filter `sub`.
+pub fn rb_copies_in(filter: &RedisCuckooFilter, sub: usize, bucket: usize, fp: u8) -> usize {
+    filter.loom_copies_in(sub, bucket, fp)
+}
+
+/// The full outcome of `contains(item)`, and the outcome in each live sub-filter it asked, in
+/// the order asked (newest first, up to the first that holds the item).
+pub fn rb_lookup(filter: &RedisCuckooFilter, item: &[u8]) -> (Outcome, Vec<Outcome>) {
+    let (answer, asked) = filter.loom_lookup(item);
+    (outcome(answer), asked.into_iter().map(outcome).collect())
 }

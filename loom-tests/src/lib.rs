@@ -7,6 +7,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub use atomic_cuckoo::loom_hook::{self as hook, Outcome, PassThrough};
+pub use atomic_cuckoo::redisbloom::RedisCuckooFilter;
 use atomic_cuckoo::CuckooFilter;
 pub use loom::sync::Arc;
 
@@ -76,6 +77,61 @@ impl Table {
         let fp = self.fingerprint(primary, partner);
         hook::item(&self.filter, primary, fp)
     }
+}
+
+/// A tiny RedisBloom filter (sub-filters of equal size) and the fingerprints used in it so far.
+pub struct RbTable {
+    pub filter: RedisCuckooFilter,
+    taken: Vec<u8>,
+}
+
+impl RbTable {
+    /// `sub_filters` live sub-filters of `buckets` buckets of `bucket_size` slots, one stripe per
+    /// bucket; kick walks give up after 4 kicks.
+    pub fn new(buckets: u64, bucket_size: u16, sub_filters: usize) -> Self {
+        RbTable {
+            filter: hook::rb_filter(buckets, bucket_size, sub_filters, 4),
+            taken: Vec::new(),
+        }
+    }
+
+    /// An item (not stored) whose fingerprint is not used yet and whose buckets are `primary`
+    /// (the one its lookup validates) and `partner`, in every sub-filter. The search is
+    /// deterministic, so every interleaving starts from the same filter.
+    pub fn new_item(&mut self, primary: usize, partner: usize) -> Vec<u8> {
+        let (item, fp) = (0u32..)
+            .map(|n| format!("item {n}").into_bytes())
+            .find_map(|item| {
+                let (fp, pair) = hook::rb_key(&self.filter, 0, &item);
+                (pair == (primary, partner) && !self.taken.contains(&fp)).then_some((item, fp))
+            })
+            .expect("some item has these buckets");
+        self.taken.push(fp);
+        item
+    }
+
+    /// Stores a new item's fingerprint in `bucket` (its primary) of sub-filter `sub`; returns
+    /// the item.
+    pub fn put(&mut self, sub: usize, bucket: usize, partner: usize) -> Vec<u8> {
+        let item = self.new_item(bucket, partner);
+        let (fp, _) = hook::rb_key(&self.filter, sub, &item);
+        assert!(
+            hook::rb_place(&self.filter, sub, bucket, fp),
+            "bucket {bucket} of sub-filter {sub} is full"
+        );
+        item
+    }
+}
+
+/// Copies of `item`'s fingerprint in sub-filter `sub`, in its two buckets there.
+pub fn rb_copies(filter: &RedisCuckooFilter, sub: usize, item: &[u8]) -> usize {
+    let (fp, (a, b)) = hook::rb_key(filter, sub, item);
+    let other = if b == a {
+        0
+    } else {
+        hook::rb_copies_in(filter, sub, b, fp)
+    };
+    hook::rb_copies_in(filter, sub, a, fp) + other
 }
 
 /// Copies of `item`'s fingerprint in `buckets`.

@@ -56,6 +56,22 @@ fn empty_into_older(held: &[(&SubFilter, FreezeGuard<'_>)], newer: usize) -> boo
                     bucket_of(h1, target.buckets()) as usize,
                     bucket_of(h2, target.buckets()) as usize,
                 );
+                // Mutant `rb_erase_before_copy`: erase from the newer sub-filter and release it,
+                // then copy into the older one.
+                if cfg!(loom_mutant = "rb_erase_before_copy") && target.free_slot(pair).is_some() {
+                    let erase = source.lock_pair_frozen(
+                        source_frozen,
+                        bucket,
+                        source.alternate(fp, bucket),
+                    );
+                    source.write_slot(Slot { bucket, slot }, fp, 0);
+                    erase.add_items(-1);
+                    drop(erase);
+                    let copy = target.lock_pair_frozen(target_frozen, pair.0, pair.1);
+                    target.write_slot(target.free_slot(pair).expect("checked"), 0, fp);
+                    copy.add_items(1);
+                    return true;
+                }
                 // Lock order (sub-filter, stripe): the older sub-filter first.
                 let target_guard = target.lock_pair_frozen(target_frozen, pair.0, pair.1);
                 let Some(at) = target.free_slot(pair) else {

@@ -16,6 +16,10 @@ use crate::stripe::{FreezeGuard, StripeSet};
 use crate::sync::{fence, reader_pause, AtomicU64, AtomicUsize, GrowLock, Ordering};
 use crate::table::Lookup;
 
+#[cfg(loom)]
+#[path = "loom_hook.rs"]
+mod loom_hook;
+
 /// Optimistic attempts of `count` before it waits for a compaction to end.
 const COUNT_ATTEMPTS: u32 = 16;
 

@@ -100,6 +100,12 @@ pub(crate) fn kick<'s>(
         if !walk.placed {
             return KickOutcome::NoRoom;
         }
+        // Mutant `rb_no_path_locks`: write the walk holding only the new fingerprint's pair.
+        #[cfg(loom_mutant = "rb_no_path_locks")]
+        let guard = {
+            drop(guard);
+            sub.lock_buckets(&[start, sub.alternate(fp, start)])
+        };
         apply(sub, &walk);
         return KickOutcome::Placed(guard);
     }

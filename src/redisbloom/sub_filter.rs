@@ -196,7 +196,14 @@ impl SubFilter {
         let i = at.bucket * self.bucket_size + at.slot;
         // Relaxed: published by the stripe unlock (Release), like every data store; an atomic
         // xor because the word may hold bytes of another stripe's buckets.
+        #[cfg(not(loom_mutant = "rb_plain_store"))]
         self.words[i / 8].fetch_xor(u64::from(old ^ new) << (i % 8 * 8), Ordering::Relaxed);
+        // Mutant `rb_plain_store`: a load and a store, losing another stripe's write between them.
+        #[cfg(loom_mutant = "rb_plain_store")]
+        self.words[i / 8].store(
+            self.words[i / 8].load(Ordering::Relaxed) ^ u64::from(old ^ new) << (i % 8 * 8),
+            Ordering::Relaxed,
+        );
     }
 
     /// Whether either bucket holds `fp`.
