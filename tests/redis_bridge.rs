@@ -502,6 +502,9 @@ fn empty_filters_import_from_cf_info_geometry() {
 
 // ---- (c) random sequences: Redis and the local filter in lockstep ---------------------------
 
+/// Largest filter (CF.INFO's Size) a random case goes on with.
+const MAX_CASE_BYTES: u64 = 16 << 20;
+
 #[test]
 fn random_command_sequences_match_redis_reply_for_reply_and_byte_for_byte() {
     let Some(server) = Server::start("random_command_sequences_match_redis") else {
@@ -536,6 +539,13 @@ fn random_command_sequences_match_redis_reply_for_reply_and_byte_for_byte() {
                         "{key}: SCANDUMP after {} ops",
                         (i + 1) * 100
                     );
+                    // A repeated item fills its buckets and makes RedisBloom grow on every
+                    // copy: with expansion 4 a few hundred ops can reach gigabytes (seen: 15
+                    // sub-filters, 1.4 GB, which the 2-core CI machine cannot ship three
+                    // times). Stop such a case here; its replies so far were compared.
+                    if local.info().size > MAX_CASE_BYTES {
+                        break;
+                    }
                 }
                 assert_eq!(
                     info_fields(local.info()),
