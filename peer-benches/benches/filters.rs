@@ -20,25 +20,13 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, SamplingM
 use parking_lot::Mutex;
 
 use atomic_cuckoo::CuckooFilter;
+use peer_benches::splitmix;
 
 const TARGET_RATE: f64 = 0.01;
 /// Keys probed per lookup measurement (positive: the first inserted keys; negative: fresh keys).
 const MAX_PROBES: usize = 10_000_000;
 /// Keys removed (and re-inserted, untimed) per delete measurement.
 const MAX_REMOVES: usize = 10_000_000;
-
-fn splitmix(seed: u64, n: usize) -> Vec<u64> {
-    let mut state = seed;
-    (0..n)
-        .map(|_| {
-            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        })
-        .collect()
-}
 
 /// A filter used by one thread (`&mut` where the crate needs it).
 trait Solo {
