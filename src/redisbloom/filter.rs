@@ -498,13 +498,12 @@ impl RedisCuckooFilter {
 
     /// `insert_unique` of a hashed item, without the sub-filter limit check.
     fn insert_unique_hash(&self, h: &ItemHash) -> Result<bool, RedisInsertError> {
-        let h = *h;
         let gate = (h.h1 as usize) % UNIQUE_GATES;
         let _gate = self.unique_gates.lock_pair(gate, gate);
-        if (0..self.live()).rev().any(|i| self.sub(i).holds(&h)) {
+        if (0..self.live()).rev().any(|i| self.sub(i).holds(h)) {
             return Ok(false);
         }
-        self.insert_hash(&h).map(|()| true)
+        self.insert_hash(h).map(|()| true)
     }
 
     fn check_expansions(&self) -> Result<(), RedisInsertError> {

@@ -299,29 +299,30 @@ impl SubFilter {
 
     /// The lowest empty slot of bucket `h1`, else of bucket `h2`, as RedisBloom fills them.
     /// The caller holds the pair.
-    pub(crate) fn free_slot(&self, (a, b): (usize, usize)) -> Option<Slot> {
-        // Relaxed: the caller holds both stripes.
-        [a, b].into_iter().find_map(|bucket| {
-            self.find(bucket, 0, Ordering::Relaxed)
-                .map(|slot| Slot { bucket, slot })
-        })
+    pub(crate) fn free_slot(&self, pair: (usize, usize)) -> Option<Slot> {
+        self.first_holding(pair, 0)
     }
 
     /// Whether both buckets look full, read without their stripes: a hint that lets an insert
     /// skip locking a sub-filter with no room (a slot freed meanwhile may be missed, as if the
     /// insert had come first).
     #[inline]
-    pub(crate) fn looks_full(&self, (a, b): (usize, usize)) -> bool {
-        // Relaxed: only a hint; the insert re-checks under the locks.
-        self.find(a, 0, Ordering::Relaxed).is_none() && self.find(b, 0, Ordering::Relaxed).is_none()
+    pub(crate) fn looks_full(&self, pair: (usize, usize)) -> bool {
+        // Relaxed loads (in `first_holding`): only a hint; the insert re-checks under the locks.
+        self.first_holding(pair, 0).is_none()
     }
 
     /// The lowest slot holding `fp` in bucket `h1`, else in bucket `h2`, as RedisBloom
     /// deletes. The caller holds the pair.
-    pub(crate) fn slot_of(&self, (a, b): (usize, usize), fp: u8) -> Option<Slot> {
-        // Relaxed: the caller holds both stripes.
+    pub(crate) fn slot_of(&self, pair: (usize, usize), fp: u8) -> Option<Slot> {
+        self.first_holding(pair, fp)
+    }
+
+    /// The lowest slot holding `value` in bucket `a`, else in bucket `b`, read Relaxed: the
+    /// callers hold both stripes, or only want a hint (`looks_full`).
+    fn first_holding(&self, (a, b): (usize, usize), value: u8) -> Option<Slot> {
         [a, b].into_iter().find_map(|bucket| {
-            self.find(bucket, fp, Ordering::Relaxed)
+            self.find(bucket, value, Ordering::Relaxed)
                 .map(|slot| Slot { bucket, slot })
         })
     }
