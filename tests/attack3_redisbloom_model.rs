@@ -19,6 +19,16 @@ fn map_err(e: RedisInsertError) -> MErr {
     }
 }
 
+/// Items in one `insert_many`/`contains_many` call: mostly a few, now and then past the
+/// filter's batch of 32 (the calls load a batch's buckets before handling its items).
+fn batch_len(rng: &mut Rng) -> usize {
+    if rng.below(6) == 0 {
+        30 + rng.below(50) as usize
+    } else {
+        1 + rng.below(6) as usize
+    }
+}
+
 fn pool(rng: &mut Rng, n: usize) -> Vec<Vec<u8>> {
     let mut items: Vec<Vec<u8>> = vec![Vec::new()]; // the empty item ""
     while items.len() < n {
@@ -111,13 +121,13 @@ fn run_sequence(
             let want = m.insert_unique(&it);
             assert_eq!(got, want, "{ctx}: insert_unique {it:02x?}");
         } else if r < insert_bias + 12 {
-            let n = 1 + rng.below(6) as usize;
+            let n = batch_len(rng);
             let batch: Vec<Vec<u8>> = (0..n).map(|_| pick(rng)).collect();
             let got = f.insert_many(&batch).map_err(map_err);
             let want = m.insert_many(&batch);
             assert_eq!(got, want, "{ctx}: insert_many");
         } else if r < insert_bias + 15 {
-            let n = 1 + rng.below(6) as usize;
+            let n = batch_len(rng);
             let batch: Vec<Vec<u8>> = (0..n).map(|_| pick(rng)).collect();
             let got = f.insert_many_unique(&batch).map_err(map_err);
             let want = m.insert_many_unique(&batch);
@@ -134,6 +144,12 @@ fn run_sequence(
                 assert_eq!(f.contains(&it), m.contains(&it), "{ctx}: contains");
                 assert_eq!(f.count(&it), m.count(&it), "{ctx}: count");
             }
+            // Past one batch of the filter's `contains_many` (32 items) now and then.
+            let batch: Vec<Vec<u8>> = (0..batch_len(rng)).map(|_| pick(rng)).collect();
+            let mut found = Vec::new();
+            f.contains_many(&batch, &mut found);
+            let want: Vec<bool> = batch.iter().map(|it| m.contains(it)).collect();
+            assert_eq!(found, want, "{ctx}: contains_many");
         } else if r < 98 {
             // Reload through SCANDUMP (a loaded filter gets the default 32 max expansions).
             let chunks = f.scandump();

@@ -18,8 +18,8 @@ struct Move {
     filter: RedisCuckooFilter,
     x: Vec<u8>,
     others: u64,
-    /// Marked by a reader that proved x absent from sub-filter 1 (after the erase) and then
-    /// found the copy in sub-filter 0: the branch the model is about.
+    /// Marked by a reader that missed x in sub-filter 1 (after the erase) and then found the
+    /// copy in sub-filter 0: the branch the model is about.
     proven_moved: &'static Reached,
 }
 
@@ -63,7 +63,7 @@ fn check_move(name: &str, setup: fn() -> Move, reached: &Reached) {
     check_both_orders(name, setup, compact, look_up_x, after);
     assert_reached(
         reached,
-        "a reader that proved x gone from sub-filter 1 and found it in sub-filter 0",
+        "a reader that missed x in sub-filter 1 and found it in sub-filter 0",
     );
 }
 

@@ -11,8 +11,8 @@ use super::kick::{kick, KickOutcome};
 use super::params::{self, Geometry};
 use super::payload;
 use super::raw::RawFilter;
-use super::sub_filter::SubFilter;
-use crate::stripe::{FreezeGuard, StripeSet};
+use super::sub_filter::{Probe, SubFilter};
+use crate::stripe::{FreezeGuard, Stripe, StripeSet};
 use crate::sync::{fence, reader_pause, AtomicU64, AtomicUsize, GrowLock, Ordering};
 use crate::table::Lookup;
 
@@ -22,6 +22,14 @@ mod loom_hook;
 
 /// Optimistic attempts of `count` before it waits for a compaction to end.
 const COUNT_ATTEMPTS: u32 = 16;
+
+/// Most sub-filters a lookup reads in one pass (see `lookup_observed`); a filter with more
+/// asks them one at a time.
+const PROBED: usize = 8;
+
+/// Items per batch of `insert_many` and `contains_many`: the batch's buckets are loaded (in
+/// every sub-filter) before any item is handled, so their cache misses overlap.
+const BATCH: usize = 32;
 
 /// Stripes of the gate that makes `insert_unique` of one item atomic.
 const UNIQUE_GATES: usize = 256;
@@ -48,6 +56,7 @@ impl Cells {
     }
 
     /// Block and offset of cell `i`: block 0 holds 0..32, block `k` holds `2^(k+4)..2^(k+5)`.
+    #[inline]
     fn place(i: usize) -> (usize, usize) {
         if i < 32 {
             (0, i)
@@ -353,11 +362,56 @@ impl RedisCuckooFilter {
         self.lookup(&h) != Lookup::Absent
     }
 
-    /// Newest sub-filter first: a compaction copies a fingerprint into an older sub-filter
-    /// before it erases it from a newer one, so a reader that missed it in the newer one (after
-    /// the erase) finds it in the older one.
+    /// Sub-filters are read newest first: a compaction copies a fingerprint into an older
+    /// sub-filter before it erases it from a newer one, so a reader that missed it in the newer
+    /// one (after the erase) finds it in the older one.
+    #[inline]
     fn lookup(&self, h: &ItemHash) -> Lookup {
-        Lookup::over((0..self.live()).rev().map(|i| self.sub(i).lookup(h)))
+        self.lookup_observed(h, |_| {})
+    }
+
+    /// `lookup`, telling `asked` each sub-filter's answer in the order asked (the loom models
+    /// record them; here `asked` does nothing and compiles away).
+    ///
+    /// One pass reads every sub-filter (newest first) as a seqlock read whose validation is
+    /// put off until all are read: the reads do not depend on each other, so their cache
+    /// misses overlap, and a hit in any needs no validation. If every read missed and every
+    /// version is unchanged, each sub-filter lacked the fingerprint over an interval, and the
+    /// intervals share a moment (each runs from its own version load to the validations at
+    /// the end): the item was in none of them then. If a version changed, the sub-filters are
+    /// asked again one at a time, each with its own retries.
+    #[inline]
+    fn lookup_observed(&self, h: &ItemHash, mut asked: impl FnMut(Lookup)) -> Lookup {
+        let live = self.live();
+        let mut misses: [Option<(&Stripe, u64)>; PROBED] = [None; PROBED];
+        if live <= PROBED {
+            for (k, i) in (0..live).rev().enumerate() {
+                match self.sub(i).probe(h) {
+                    Probe::Hit => {
+                        asked(Lookup::Present);
+                        return Lookup::Present;
+                    }
+                    Probe::Miss { stripe, begun } => {
+                        asked(Lookup::Absent);
+                        misses[k] = Some((stripe, begun));
+                    }
+                }
+            }
+            // Mutant `rb_unvalidated_miss`: takes the one pass's misses as proven.
+            let unchanged = cfg!(loom_mutant = "rb_unvalidated_miss")
+                || misses[..live]
+                    .iter()
+                    .flatten()
+                    .all(|(stripe, begun)| stripe.read_validate(*begun));
+            if unchanged {
+                return Lookup::Absent;
+            }
+        }
+        Lookup::over((0..live).rev().map(|i| {
+            let answer = self.sub(i).lookup(h);
+            asked(answer);
+            answer
+        }))
     }
 
     /// `CF.COUNT`: copies of the item's fingerprint in its buckets in every sub-filter. Like
@@ -467,13 +521,54 @@ impl RedisCuckooFilter {
         T: Copy,
     {
         self.check_expansions()?;
-        items
-            .into_iter()
-            .map(|item| match insert(&ItemHash::of(item.as_ref())) {
-                Err(RedisInsertError::Full) => Ok(no_room),
-                other => other,
-            })
-            .collect()
+        let mut answers = Vec::new();
+        self.in_batches(items, |h| {
+            answers.push(match insert(h) {
+                Err(RedisInsertError::Full) => no_room,
+                other => other?,
+            });
+            Ok(())
+        })?;
+        Ok(answers)
+    }
+
+    /// Runs `each` on the items' hashes in order, `BATCH` at a time, each batch's buckets
+    /// touched first; stops at the first error.
+    fn in_batches<I, E>(
+        &self,
+        items: I,
+        mut each: impl FnMut(&ItemHash) -> Result<(), E>,
+    ) -> Result<(), E>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<[u8]>,
+    {
+        let mut items = items.into_iter();
+        let mut batch = [ItemHash::from_hash(0); BATCH];
+        loop {
+            let mut n = 0;
+            for (slot, item) in batch.iter_mut().zip(items.by_ref()) {
+                *slot = ItemHash::of(item.as_ref());
+                n += 1;
+            }
+            let hashes = &batch[..n];
+            let mut sink = 0u64;
+            // The newest sub-filters only: inserts try them first, and a filter grown to
+            // thousands of sub-filters would spend more on touching than it saves.
+            for i in (0..self.live()).rev().take(PROBED) {
+                let sub = self.sub(i);
+                for h in hashes {
+                    sink ^= sub.touch(h);
+                }
+            }
+            std::hint::black_box(sink);
+            for h in hashes {
+                each(h)?;
+            }
+            if n < BATCH {
+                return Ok(());
+            }
+        }
     }
 
     /// `CF.MEXISTS`: `results` is cleared and receives [`contains`](RedisCuckooFilter::contains)
@@ -493,7 +588,13 @@ impl RedisCuckooFilter {
         I::Item: AsRef<[u8]>,
     {
         results.clear();
-        results.extend(items.into_iter().map(|item| self.contains(item)));
+        let done: Result<(), std::convert::Infallible> = self.in_batches(items, |h| {
+            results.push(self.lookup(h) != Lookup::Absent);
+            Ok(())
+        });
+        if let Err(never) = done {
+            match never {}
+        }
     }
 
     /// `insert_unique` of a hashed item, without the sub-filter limit check.

@@ -11,6 +11,10 @@ const R: u32 = 47;
 pub(crate) const ALT_MULTIPLIER: u64 = 0x5bd1_e995;
 
 /// Appleby's MurmurHash64A with seed 0, as RedisBloom hashes an item's raw bytes.
+///
+/// Inlined: for an item of a length known at the call (a `u64`'s 8 bytes), the block loop and
+/// the tail fold to straight-line code.
+#[inline]
 pub(crate) fn murmur64a(bytes: &[u8]) -> u64 {
     let mut h = (bytes.len() as u64).wrapping_mul(M);
     let mut blocks = bytes.chunks_exact(8);
@@ -50,11 +54,13 @@ pub(crate) struct ItemHash {
 
 impl ItemHash {
     /// The hashes of an item given as its raw bytes (the RESP bulk string).
+    #[inline]
     pub(crate) fn of(bytes: &[u8]) -> Self {
         Self::from_hash(murmur64a(bytes))
     }
 
     /// The hashes derived from an item's MurmurHash64A value.
+    #[inline]
     pub(crate) fn from_hash(h: u64) -> Self {
         let fp = (h % 255 + 1) as u8;
         ItemHash {
@@ -68,6 +74,7 @@ impl ItemHash {
 /// The bucket of hash `h` in a sub-filter of `buckets` buckets (a power of two).
 ///
 /// RedisBloom computes `h % buckets`; for a power of two that is the low bits, `h & (buckets - 1)`.
+#[inline]
 pub(crate) fn bucket_of(h: u64, buckets: u64) -> u64 {
     debug_assert!(buckets.is_power_of_two());
     h & buckets.wrapping_sub(1)
@@ -79,6 +86,7 @@ pub(crate) fn bucket_of(h: u64, buckets: u64) -> u64 {
 /// With a power-of-two modulus, `%` keeps the low bits, and XOR acts bitwise, so reducing
 /// before or after the XOR gives the same bucket: applying it twice returns `bucket`, and
 /// `bucket_of(h2) == alt_bucket(fp, bucket_of(h1))`.
+#[inline]
 pub(crate) fn alt_bucket(fp: u8, bucket: u64, buckets: u64) -> u64 {
     bucket_of(bucket ^ (u64::from(fp) * ALT_MULTIPLIER), buckets)
 }

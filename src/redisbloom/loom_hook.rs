@@ -61,15 +61,12 @@ impl RedisCuckooFilter {
     }
 
     /// The full outcome of `contains(item)`, and the answer of each sub-filter it asked, in
-    /// the order asked (`lookup`, recording each answer).
+    /// the order asked: the probes (a miss recorded as `Absent`), then, when every probe
+    /// missed, the proofs (`lookup_observed`, the lookup `contains` runs).
     pub(crate) fn loom_lookup(&self, item: &[u8]) -> (Lookup, Vec<Lookup>) {
         let h = ItemHash::of(item);
         let mut asked = Vec::new();
-        let answer = Lookup::over((0..self.live()).rev().map(|i| {
-            let answer = self.sub(i).lookup(&h);
-            asked.push(answer);
-            answer
-        }));
+        let answer = self.lookup_observed(&h, |answer| asked.push(answer));
         (answer, asked)
     }
 }

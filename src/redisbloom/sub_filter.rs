@@ -16,7 +16,7 @@
 use std::ops::Range;
 
 use super::hash::{alt_bucket, bucket_of, ItemHash};
-use crate::stripe::{FreezeGuard, PairGuard, SetGuard, StripeSet};
+use crate::stripe::{FreezeGuard, PairGuard, SetGuard, Stripe, StripeSet};
 use crate::sync::{reader_pause, Ordering};
 use crate::table::{AllocationFailed, BucketWords, Lookup};
 
@@ -39,10 +39,24 @@ fn zero_bytes(x: u64) -> u64 {
 pub(crate) struct SubFilter {
     buckets: u64,
     bucket_size: usize,
+    /// For bucket sizes up to 8, whose buckets read as one word (`bucket_word`): the high bit
+    /// of each of the low `bucket_size` bytes. 0 for larger buckets, which take `word_masks`.
+    slot_mask: u64,
+    /// Whether a bucket can straddle two words (bucket sizes 3, 5, 6 and 7).
+    straddles: bool,
     /// Slot bytes (`buckets × bucket_size`); the last word may have unused bytes, always 0.
     bytes: usize,
     words: BucketWords,
     stripes: StripeSet,
+}
+
+/// What one unvalidated read of an item's buckets found (`SubFilter::probe`).
+#[derive(Clone, Copy)]
+pub(crate) enum Probe<'a> {
+    /// A bucket holds the fingerprint.
+    Hit,
+    /// Neither does, if the stripe still has version `begun` (`Stripe::read_validate`).
+    Miss { stripe: &'a Stripe, begun: u64 },
 }
 
 /// Where a writer put or found a fingerprint.
@@ -56,9 +70,16 @@ impl SubFilter {
     /// An empty sub-filter of `buckets` (a power of two) buckets of `bucket_size` slots.
     pub(crate) fn new(buckets: u64, bucket_size: u16) -> Result<Self, AllocationFailed> {
         let bytes = Self::checked_bytes(buckets, bucket_size)?;
+        let slot_mask = match bucket_size {
+            1..=7 => ((1u64 << (8 * bucket_size)) - 1) & (ONES << 7),
+            8 => ONES << 7,
+            _ => 0,
+        };
         Ok(SubFilter {
             buckets,
             bucket_size: usize::from(bucket_size),
+            slot_mask,
+            straddles: 8 % bucket_size != 0,
             bytes,
             words: BucketWords::zeroed(bytes.div_ceil(8).max(1), false)?,
             stripes: StripeSet::new(crate::params::stripes_for(buckets as usize)),
@@ -153,9 +174,35 @@ impl SubFilter {
         })
     }
 
+    /// A bucket of at most 8 slots as one word, slot `i` in byte `i` (the bytes above the
+    /// bucket's are another bucket's: mask them with `slot_mask`). One load, or two when the
+    /// bucket straddles words (bucket sizes 3, 5, 6 and 7).
+    #[inline(always)]
+    fn bucket_word(&self, bucket: usize, order: Ordering) -> u64 {
+        debug_assert!(self.slot_mask != 0);
+        let start = bucket * self.bucket_size;
+        let (w, shift) = (start / 8, start % 8 * 8);
+        let low = self.words[w].load(order) >> shift;
+        if !self.straddles || shift + self.bucket_size * 8 <= 64 {
+            low
+        } else {
+            low | self.words[w + 1].load(order) << (64 - shift)
+        }
+    }
+
+    /// The high bit of each slot of a bucket word (`bucket_word`) that holds `value`.
+    #[inline(always)]
+    fn matches(&self, word: u64, value: u8) -> u64 {
+        zero_bytes(word ^ (ONES * u64::from(value))) & self.slot_mask
+    }
+
     /// The lowest slot of `bucket` holding `value` (0: an empty slot).
     #[inline]
     pub(crate) fn find(&self, bucket: usize, value: u8, order: Ordering) -> Option<usize> {
+        if self.slot_mask != 0 {
+            let hits = self.matches(self.bucket_word(bucket, order), value);
+            return (hits != 0).then(|| hits.trailing_zeros() as usize / 8);
+        }
         let pattern = ONES * u64::from(value);
         let base = bucket * self.bucket_size;
         self.word_masks(bucket).find_map(|(w, mask)| {
@@ -167,6 +214,11 @@ impl SubFilter {
     /// How many slots of `bucket` hold `value`.
     #[inline]
     pub(crate) fn count_in(&self, bucket: usize, value: u8, order: Ordering) -> usize {
+        if self.slot_mask != 0 {
+            return self
+                .matches(self.bucket_word(bucket, order), value)
+                .count_ones() as usize;
+        }
         let pattern = ONES * u64::from(value);
         self.word_masks(bucket)
             .map(|(w, mask)| {
@@ -207,11 +259,48 @@ impl SubFilter {
     }
 
     /// Whether either bucket holds `fp`.
-    #[inline]
+    #[inline(always)]
     fn holds_either(&self, (a, b): (usize, usize), fp: u8) -> bool {
-        // Acquire: orders the validating version load after these (`Stripe::read_validate`).
+        // Acquire: orders the validating version load after these (`Stripe::read_validate`),
+        // and the next sub-filter's loads after these (a compaction copies into an older
+        // sub-filter before it erases from a newer one, see `RedisCuckooFilter::lookup`).
+        if self.slot_mask != 0 {
+            let (first, second) = (
+                self.bucket_word(a, Ordering::Acquire),
+                self.bucket_word(b, Ordering::Acquire),
+            );
+            // `|`, not `||`: both loads are issued before either is tested (see table/read.rs).
+            return (self.matches(first, fp) | self.matches(second, fp)) != 0;
+        }
         self.find(a, fp, Ordering::Acquire).is_some()
             || self.find(b, fp, Ordering::Acquire).is_some()
+    }
+
+    /// One seqlock read of the item's buckets, not yet validated: the primary stripe's
+    /// version, then both buckets. A hit needs no validation; a miss is proven only once
+    /// `Stripe::read_validate(begun)` holds (the caller may validate later, after probing other
+    /// sub-filters: see `RedisCuckooFilter::lookup`).
+    #[inline(always)]
+    pub(crate) fn probe(&self, h: &ItemHash) -> Probe<'_> {
+        let pair = self.pair(h);
+        let stripe = self.stripes.of(pair.0);
+        let begun = stripe.read_begin();
+        if self.holds_either(pair, h.fp) {
+            Probe::Hit
+        } else {
+            Probe::Miss { stripe, begun }
+        }
+    }
+
+    /// Loads the item's bucket words and its primary stripe so that the operation that follows
+    /// finds them in cache (batches: `insert_many`, `contains_many`); the value means nothing.
+    #[inline]
+    pub(crate) fn touch(&self, h: &ItemHash) -> u64 {
+        let (a, b) = self.pair(h);
+        let first_word =
+            |bucket: usize| self.words[bucket * self.bucket_size / 8].load(Ordering::Relaxed);
+        // Relaxed: only brings the lines into cache; the operation reads them again.
+        first_word(a) ^ first_word(b) ^ self.stripes.of(a).read_begin()
     }
 
     /// Wait-free lookup: a hit needs no validation; a miss is proven against the version of
@@ -220,6 +309,7 @@ impl SubFilter {
     #[inline]
     pub(crate) fn lookup(&self, h: &ItemHash) -> Lookup {
         let pair = self.pair(h);
+        // A first look without the stripe: a hit skips the line that writers rewrite.
         if self.holds_either(pair, h.fp) {
             return Lookup::Present;
         }
