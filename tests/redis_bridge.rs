@@ -1010,3 +1010,98 @@ fn large_sub_filters_travel_in_16_mib_chunks_and_empty_filters_by_geometry() {
         println!("empty {:?} exported with {mode:?}: {sent:?}", empty.info());
     }
 }
+
+/// A single-node Redis Cluster (every slot on one server, `cluster-enabled yes`) reached
+/// through the `redis` crate's `ClusterConnection`: both exports and the import work through
+/// it (the `LoadChunk` temporary key shares the key's hash slot, and `WATCH` and the `MULTI`
+/// pipeline are routed by the key to its node), and a key with a hash tag keeps working.
+#[test]
+fn exports_and_imports_through_a_cluster_connection() {
+    let Some(server) = Server::start_with(
+        "exports_and_imports_through_a_cluster_connection",
+        &[
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+        ],
+        true,
+    ) else {
+        return;
+    };
+    let mut admin = server.conn();
+    redis::cmd("CLUSTER")
+        .arg("ADDSLOTSRANGE")
+        .arg(0)
+        .arg(16383)
+        .query::<()>(&mut admin)
+        .expect("CLUSTER ADDSLOTSRANGE");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut admin).unwrap();
+        if info.contains("cluster_state:ok") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "cluster not ok: {info}"
+        );
+        thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let mut cluster = redis::cluster::ClusterClient::new(vec![server.url()])
+        .expect("cluster client")
+        .get_connection()
+        .expect("cluster connection");
+
+    let mut rng = Rng::new(0xC100_57E4);
+    let filter = RedisCuckooFilter::builder()
+        .capacity(2_000)
+        .bucket_size(2)
+        .build()
+        .unwrap();
+    let items = item_pool(&mut rng, 3_000);
+    filter.insert_many(&items).unwrap();
+    assert!(filter.info().filters > 1, "several sub-filters");
+
+    filter
+        .export_to(
+            &mut cluster,
+            "{users}:a",
+            ExportMode::Restore { replace: false },
+        )
+        .expect("RESTORE through the cluster connection");
+    filter
+        .export_to(&mut cluster, "{users}:b", ExportMode::LoadChunk)
+        .expect("CF.LOADCHUNK through the cluster connection");
+    let probes = item_pool(&mut Rng::new(0xC100_57E5), 2_000);
+    let want = local_contains(&filter, &probes);
+    for key in ["{users}:a", "{users}:b"] {
+        assert_eq!(
+            server_scandump(&mut admin, key),
+            filter.scandump(),
+            "{key}: the server holds the filter's bytes"
+        );
+        let replica = RedisCuckooFilter::import_from(&mut cluster, key)
+            .expect("import through the cluster connection");
+        assert_eq!(
+            replica.scandump(),
+            filter.scandump(),
+            "{key}: imported bytes"
+        );
+        assert_eq!(
+            local_contains(&replica, &probes),
+            want,
+            "{key}: replica answers"
+        );
+        assert_eq!(
+            server_mexists(&mut admin, key, &probes),
+            want,
+            "{key}: server answers"
+        );
+    }
+    assert_eq!(
+        keys_matching(&mut admin, "*").len(),
+        2,
+        "no temporary key left behind"
+    );
+}

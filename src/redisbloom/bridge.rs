@@ -265,15 +265,21 @@ fn refusal(command: &'static str, key: &[u8], message: String) -> BridgeError {
 /// A client-side error; server errors that the `redis` crate reports as errors (an aborted
 /// transaction, a pipeline) keep their text.
 fn client_error(command: &'static str, key: &[u8], error: RedisError) -> BridgeError {
+    match server_error_text(&error) {
+        Some(message) => refusal(command, key, message),
+        None => BridgeError::Connection(error),
+    }
+}
+
+/// The server's text when `error` is a server's error reply (a plain connection returns those
+/// as values, a cluster connection as errors), else `None`.
+fn server_error_text(error: &RedisError) -> Option<String> {
     match error.kind() {
-        ErrorKind::Server(_) | ErrorKind::Extension => {
-            let message = match (error.code(), error.detail()) {
-                (Some(code), Some(detail)) => format!("{code} {detail}"),
-                _ => error.to_string(),
-            };
-            refusal(command, key, message)
-        }
-        _ => BridgeError::Connection(error),
+        ErrorKind::Server(_) | ErrorKind::Extension => Some(match (error.code(), error.detail()) {
+            (Some(code), Some(detail)) => format!("{code} {detail}"),
+            _ => error.to_string(),
+        }),
+        _ => None,
     }
 }
 
@@ -306,7 +312,11 @@ impl<'c> Session<'c> {
         match self.conn.req_command(cmd) {
             Ok(Value::ServerError(e)) => Ok(Err(server_text(&e))),
             Ok(value) => Ok(Ok(value)),
-            Err(e) => Err(client_error(command, self.key, e)),
+            // A cluster connection returns the server's error replies as errors.
+            Err(e) => match server_error_text(&e) {
+                Some(message) => Ok(Err(message)),
+                None => Err(client_error(command, self.key, e)),
+            },
         }
     }
 
@@ -325,11 +335,26 @@ impl<'c> Session<'c> {
     ) -> Result<Option<Vec<Value>>, BridgeError> {
         self.commands += pipe.len() as u64 + if pipe.is_transaction() { 2 } else { 0 };
         self.round_trips += 1;
-        let reply: Value = pipe
-            .ignore_errors()
-            .query(&mut *self.conn)
+        // The packed commands go straight to the connection, not through `Pipeline::query`,
+        // which refuses a cluster connection (it "does not support pipelining", yet sends a
+        // pipeline whose commands share a hash slot to that slot's node, which is all this
+        // bridge sends), and which would take the replies' errors apart.
+        let (offset, count) = if pipe.is_transaction() {
+            (pipe.len() + 1, 1) // MULTI's and the QUEUED replies, then EXEC's
+        } else {
+            (0, pipe.len())
+        };
+        let mut replies = self
+            .conn
+            .req_packed_commands(&pipe.get_packed_pipeline(), offset, count)
             .map_err(|e| client_error(command, self.key, e))?;
+        let reply = match (pipe.is_transaction(), replies.pop()) {
+            (true, Some(exec)) if replies.is_empty() => exec,
+            (true, other) => Value::Array(replies.into_iter().chain(other).collect()),
+            (false, last) => Value::Array(replies.into_iter().chain(last).collect()),
+        };
         match reply {
+            Value::ServerError(e) => Err(refusal(command, self.key, server_text(&e))),
             Value::Nil if pipe.is_transaction() => Ok(None),
             Value::Array(replies) if replies.len() == pipe.len() => Ok(Some(replies)),
             other => Err(BridgeError::UnexpectedReply {
@@ -535,12 +560,20 @@ pub(crate) fn rdb_version_for(redis_version: &str) -> u16 {
     }
 }
 
-/// `INFO server`'s `redis_version`, if the reply has one.
+/// `INFO server`'s `redis_version`, if the reply has one. A cluster connection sends `INFO` to
+/// every node and answers with a map of node to reply: the lowest version among them counts
+/// (the key's node is one of them, and a payload old enough for the oldest suits every node).
 fn redis_version(reply: &Value) -> Option<String> {
     let text = match reply {
         Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
         Value::VerbatimString { text, .. } => text.clone(),
         Value::SimpleString(text) => text.clone(),
+        Value::Map(nodes) => {
+            return nodes
+                .iter()
+                .filter_map(|(_, reply)| redis_version(reply))
+                .min_by_key(|v| rdb_version_for(v));
+        }
         _ => return None,
     };
     text.lines()
