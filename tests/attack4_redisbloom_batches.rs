@@ -329,4 +329,9 @@ fn iterator_consumed_past_a_growth_failure() {
     let consumed = items.len() - it.len();
     println!("stored {stored} copies, failed at item {stored}, iterator consumed {consumed}");
     assert!(consumed > stored, "the failing item itself was consumed");
+    // As `insert_many`'s docs say: at most the rest of one batch of 32 is taken but not stored.
+    assert!(
+        consumed <= (stored / 32 + 1) * 32,
+        "consumed {consumed}, more than the failing item's batch"
+    );
 }

@@ -477,7 +477,9 @@ impl RedisCuckooFilter {
     ///
     /// [`RedisInsertError::MaxExpansionsReached`] before any item;
     /// [`RedisInsertError::GrowthFailed`] at the item that needed a sub-filter that could not
-    /// be allocated (the items before it are in).
+    /// be allocated (the items before it are in, none after it). Items are taken from the
+    /// iterator 32 at a time, so after that error it may have yielded up to 31 more items than
+    /// were stored: pass a slice, or count the stored items, to know which to retry.
     ///
     /// ```
     /// let f = atomic_cuckoo::redisbloom::RedisCuckooFilter::reserve(100)?;
