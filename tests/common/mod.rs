@@ -67,6 +67,43 @@ pub fn distinct_keys(seed: u64, n: usize) -> Vec<u64> {
     (0..n as u64).map(|i| i.wrapping_mul(mult) ^ seed).collect()
 }
 
+/// The 32-bit fingerprint of `key` in a filter with the default hasher and 32-bit fingerprints
+/// (every level of a growing filter built with `fingerprint_bits(32)`): the low 32 bits of
+/// its hash, 0 read as 1 (see `src/hashing.rs`).
+pub fn fingerprint32(key: u64) -> u32 {
+    use std::hash::BuildHasher;
+    let low = atomic_cuckoo::DefaultHashBuilder.hash_one(key) as u32;
+    low.max(1)
+}
+
+/// `n` distinct keys per seed (as [`distinct_keys`]), less every key whose 32-bit fingerprint
+/// (see [`fingerprint32`]) is shared with any other key of any of the lists: both keys of such
+/// a pair are dropped, so the lists are a little shorter than `n`.
+///
+/// With 32-bit fingerprints no key of these lists can then ever be a false positive of
+/// another, in any level: tests whose oracle must be exact can use them. Among the millions of
+/// keys of a stress test, pairs sharing a fingerprint are otherwise certain (about
+/// `keys² / 2^33` of them: thousands for 8 M keys), and a lookup of an absent key finds its twin
+/// when the two also share a bucket pair in the twin's level.
+pub fn keys_with_distinct_fingerprints(seeds: &[u64], n: usize) -> Vec<Vec<u64>> {
+    let lists: Vec<Vec<u64>> = seeds.iter().map(|&s| distinct_keys(s, n)).collect();
+    let mut fps: Vec<u32> = lists.iter().flatten().map(|&k| fingerprint32(k)).collect();
+    fps.sort_unstable();
+    let shared: std::collections::HashSet<u32> = fps
+        .windows(2)
+        .filter(|w| w[0] == w[1])
+        .map(|w| w[0])
+        .collect();
+    lists
+        .into_iter()
+        .map(|keys| {
+            keys.into_iter()
+                .filter(|&k| !shared.contains(&fingerprint32(k)))
+                .collect()
+        })
+        .collect()
+}
+
 /// `threads` threads race `insert_unique` over the same keys, started together; then checks
 /// that each key was added by exactly one of them and is stored exactly once. (Use 32-bit
 /// fingerprints, so that two of the keys colliding is negligible.)
