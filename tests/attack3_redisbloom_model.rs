@@ -80,6 +80,29 @@ fn safe_max_exp(nb: u64, bs: u64, exp: u64, rng: &mut Rng) -> u64 {
     1 + rng.below(n)
 }
 
+/// How many more sub-filters the model may add before its newest one would pass 64 KiB.
+/// Only a reloaded filter (32 max expansions) with an expansion above 1 is limited here;
+/// the others are bounded by `safe_max_exp`. Every inserted copy may add a sub-filter (a hot
+/// item fills both its buckets in each one), so a batch is cut to this length: before this
+/// cap, a batch of 79 copies of one item grew a bucket-size-1 filter to a 4 GiB sub-filter.
+fn growth_room(m: &Model) -> usize {
+    if m.max_exp != 32 || m.expansion <= 1 {
+        return usize::MAX;
+    }
+    let mut bytes = m.nb.saturating_mul(m.bs as u64);
+    for _ in 1..m.subs.len() {
+        bytes = bytes.saturating_mul(m.expansion);
+    }
+    let mut room = 0;
+    loop {
+        bytes = bytes.saturating_mul(m.expansion);
+        if bytes > 1 << 16 {
+            return room;
+        }
+        room += 1;
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn run_sequence(
     rng: &mut Rng,
@@ -110,6 +133,12 @@ fn run_sequence(
         let r = rng.below(100);
         let (subs_before, items_before) = (m.subs.len(), m.items);
         let insert_bias = if op < ops / 3 { 55 } else { 35 };
+        let room = growth_room(&m);
+        if r < insert_bias + 15 && room == 0 {
+            // No insert can be allowed to grow the filter any further: stop this sequence.
+            assert_same(&f, &m, &ctx);
+            return;
+        }
         if r < insert_bias {
             let it = pick(rng);
             let got = f.insert(&it).map_err(map_err);
@@ -121,13 +150,13 @@ fn run_sequence(
             let want = m.insert_unique(&it);
             assert_eq!(got, want, "{ctx}: insert_unique {it:02x?}");
         } else if r < insert_bias + 12 {
-            let n = batch_len(rng);
+            let n = batch_len(rng).min(room);
             let batch: Vec<Vec<u8>> = (0..n).map(|_| pick(rng)).collect();
             let got = f.insert_many(&batch).map_err(map_err);
             let want = m.insert_many(&batch);
             assert_eq!(got, want, "{ctx}: insert_many");
         } else if r < insert_bias + 15 {
-            let n = batch_len(rng);
+            let n = batch_len(rng).min(room);
             let batch: Vec<Vec<u8>> = (0..n).map(|_| pick(rng)).collect();
             let got = f.insert_many_unique(&batch).map_err(map_err);
             let want = m.insert_many_unique(&batch);
