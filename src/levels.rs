@@ -29,6 +29,10 @@ use crate::table::{
     Limits, Lookup, Multiset, NoRoom, PairState, Placed, Table, TableShape, Unique, BATCH,
 };
 
+/// Levels whose reads one pass of `lookup_levels` begins before validating any: a filter grown
+/// 30,000-fold by doubling (16 levels) in one pass, with their versions in two cache lines.
+const PROBED: usize = 16;
+
 /// How each level's fingerprint width is chosen.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum WidthRule {
@@ -341,27 +345,149 @@ impl Levels {
         if self.more.is_empty() {
             return self.first.lookup(self.first.key(hash));
         }
-        Lookup::over(self.newest_first().map(|t| t.lookup(t.key(hash))))
+        let count = self.count();
+        if count == 1 {
+            return self.first.lookup(self.first.key(hash));
+        }
+        self.lookup_levels(count, hash)
+    }
+
+    /// A lookup over `count > 1` levels, newest first, in passes of up to `PROBED` levels.
+    ///
+    /// The item's key is derived once, in the newest level; every older level's buckets and
+    /// fingerprint are that key with low bits dropped (`KeyMapper::narrow`, which the nesting
+    /// of levels makes exact). Each level's seqlock read is begun (stripe version, both words)
+    /// and tested, with no branch but "hit", before the next level's; the misses are validated
+    /// after the last level's loads, so the levels' loads overlap.
+    ///
+    /// Why the answer is the one a level-by-level lookup gives: a hit is a hit in any order;
+    /// each validated miss proves the fingerprint absent from its level over an interval from
+    /// its version load to its validation; a miss that fails validation gets that level's
+    /// ordinary lookup, from the start. (The intervals of one pass even share a moment, between
+    /// its last version load and its first validation.)
+    #[inline(never)]
+    fn lookup_levels(&self, count: usize, hash: u64) -> Lookup {
+        if cfg!(loom_mutant = "unnested_levels") {
+            // Levels that do not nest have keys of their own.
+            return Lookup::over(self.newest_first().map(|t| t.lookup(t.key(hash))));
+        }
+        let newest = self.level(count - 1);
+        let key = newest.key(hash);
+        let pair = newest.buckets_of(key);
+        let mut unproven = false;
+        let mut top = count;
+        while top > 0 {
+            let low = top.saturating_sub(PROBED);
+            let mut begun = [0u64; PROBED];
+            for (begun, level) in begun.iter_mut().zip((low..top).rev()) {
+                let table = self.level(level);
+                let at = table
+                    .mapper()
+                    .narrow(newest.mapper(), pair, key.fingerprint);
+                let (version, words) = table.begin_read(at);
+                // A branch per level, never taken for an absent item: issuing every level's
+                // loads before testing any measured slower (10.1 against 8.9 M/s at 1k → 1M).
+                if table.holds_fingerprint(words, at) {
+                    return Lookup::Present;
+                }
+                *begun = version;
+            }
+            for (&begun, level) in begun.iter().zip((low..top).rev()) {
+                let table = self.level(level);
+                let at = table
+                    .mapper()
+                    .narrow(newest.mapper(), pair, key.fingerprint);
+                if table.miss_proven(at, begun) {
+                    continue;
+                }
+                match table.lookup(table.key(hash)) {
+                    Lookup::Present => return Lookup::Present,
+                    Lookup::Unproven => unproven = true,
+                    Lookup::Absent => {}
+                }
+            }
+            top = low;
+        }
+        if unproven {
+            Lookup::Unproven
+        } else {
+            Lookup::Absent
+        }
     }
 
     /// Looks up up to `BATCH` hashes at once; `out[i]` answers `hashes[i]`.
+    ///
+    /// Level by level, newest first, over the items not yet found: each level begins the
+    /// seqlock reads of all of them (so their loads overlap) before validating any, as
+    /// `Table::lookup_batch` does in one table, and keys are narrowed from the newest level's
+    /// as in `lookup_levels`. Each answer is the level-by-level one: `Present` if a level has
+    /// the item, else `Unproven` if a level stayed unproven, else `Absent`.
     pub(crate) fn lookup_batch(&self, hashes: &[u64], out: &mut [Lookup]) {
         debug_assert!(hashes.len() <= BATCH && out.len() == hashes.len());
-        let mut keys = [ItemKey::default(); BATCH];
-        let mut level_out = [Lookup::Absent; BATCH];
         let n = hashes.len();
-        out.fill(Lookup::Absent);
-        for table in self.newest_first() {
-            for (key, &hash) in keys.iter_mut().zip(hashes) {
-                *key = table.key(hash);
+        let count = self.count();
+        let mut keys = [ItemKey::default(); BATCH];
+        if count == 1 || cfg!(loom_mutant = "unnested_levels") {
+            out.fill(Lookup::Absent);
+            let mut level_out = [Lookup::Absent; BATCH];
+            for table in self.newest_first() {
+                for (key, &hash) in keys.iter_mut().zip(hashes) {
+                    *key = table.key(hash);
+                }
+                table.lookup_batch(&keys[..n], &mut level_out[..n]);
+                for (answer, &level) in out.iter_mut().zip(&level_out[..n]) {
+                    *answer = Lookup::over([*answer, level].into_iter());
+                }
             }
-            table.lookup_batch(&keys[..n], &mut level_out[..n]);
-            for (answer, &level) in out.iter_mut().zip(&level_out[..n]) {
-                *answer = match (*answer, level) {
-                    (Lookup::Present, _) | (_, Lookup::Present) => Lookup::Present,
-                    (Lookup::Unproven, _) | (_, Lookup::Unproven) => Lookup::Unproven,
-                    _ => Lookup::Absent,
-                };
+            return;
+        }
+        let newest = self.level(count - 1);
+        let mut pairs = [(0usize, 0usize); BATCH];
+        for i in 0..n {
+            keys[i] = newest.key(hashes[i]);
+            pairs[i] = newest.buckets_of(keys[i]);
+        }
+        out.fill(Lookup::Absent);
+        // Indices of the items not found yet, in order.
+        let mut pending = [0u8; BATCH];
+        for (i, p) in pending.iter_mut().enumerate().take(n) {
+            *p = i as u8;
+        }
+        let mut left = n;
+        let mut begun = [0u64; BATCH];
+        let mut words = [(0u64, 0u64); BATCH];
+        for level in (0..count).rev() {
+            let table = self.level(level);
+            let at = |i: usize| {
+                table
+                    .mapper()
+                    .narrow(newest.mapper(), pairs[i], keys[i].fingerprint)
+            };
+            // The loads of every pending item first, with no branch between them.
+            for &i in &pending[..left] {
+                let i = usize::from(i);
+                (begun[i], words[i]) = table.begin_read(at(i));
+            }
+            let mut kept = 0;
+            for k in 0..left {
+                let i = usize::from(pending[k]);
+                if table.holds_fingerprint(words[i], at(i)) {
+                    out[i] = Lookup::Present;
+                } else if !table.miss_proven(at(i), begun[i]) {
+                    match table.lookup(table.key(hashes[i])) {
+                        Lookup::Present => out[i] = Lookup::Present,
+                        Lookup::Unproven => out[i] = Lookup::Unproven,
+                        Lookup::Absent => {}
+                    }
+                }
+                if out[i] != Lookup::Present {
+                    pending[kept] = pending[k];
+                    kept += 1;
+                }
+            }
+            left = kept;
+            if left == 0 {
+                break;
             }
         }
     }

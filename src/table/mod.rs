@@ -178,7 +178,7 @@ impl Table {
         self.mapper.key(hash)
     }
 
-    #[cfg(loom)]
+    #[inline]
     pub(crate) fn mapper(&self) -> &KeyMapper {
         &self.mapper
     }
@@ -240,7 +240,7 @@ impl Table {
 
     /// The two buckets of a key (equal when the fingerprint maps the bucket onto itself).
     #[inline]
-    fn buckets_of(&self, key: ItemKey) -> (usize, usize) {
+    pub(crate) fn buckets_of(&self, key: ItemKey) -> (usize, usize) {
         (
             key.primary,
             self.mapper.alternate(key.primary, key.fingerprint),

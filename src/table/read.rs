@@ -1,7 +1,7 @@
 //! Lookups: wait-free, optimistic, validated against one stripe version.
 
 use super::Table;
-use crate::hashing::ItemKey;
+use crate::hashing::{ItemKey, Narrowed};
 use crate::sync::{reader_pause, Ordering};
 
 /// The outcome of a lookup.
@@ -38,6 +38,31 @@ impl Lookup {
 }
 
 impl Table {
+    /// The first half of a seqlock read, for a lookup over several levels at once: the
+    /// stripe version of `at.a`, then both words (Acquire, as in `lookup_contended`). Returns
+    /// the version and the words, to be tested with `holds_fingerprint`: a hit needs no
+    /// validation (a lane only ever holds the fingerprint of an item in the filter). `at` must
+    /// be a key's bucket pair in this table, primary first.
+    #[inline]
+    pub(crate) fn begin_read(&self, at: Narrowed) -> (u64, (u64, u64)) {
+        let begun = self.stripes.of(at.a).read_begin();
+        (begun, self.load_pair(at.a, at.b))
+    }
+
+    /// Whether either of two words that `begin_read` returned holds `at`'s fingerprint.
+    #[inline]
+    pub(crate) fn holds_fingerprint(&self, words: (u64, u64), at: Narrowed) -> bool {
+        self.holds_either(words, at.fingerprint)
+    }
+
+    /// The second half: whether no writer touched the stripe of `at.a` since `begin_read`
+    /// returned `begun`, so its miss is proven (its loads were Acquire, see
+    /// `Stripe::read_validate`).
+    #[inline]
+    pub(crate) fn miss_proven(&self, at: Narrowed, begun: u64) -> bool {
+        cfg!(loom_mutant = "levels_unvalidated_miss") || self.stripes.of(at.a).read_validate(begun)
+    }
+
     /// Both bucket words: Acquire loads, `a` first.
     #[inline]
     fn load_pair(&self, a: usize, b: usize) -> (u64, u64) {
