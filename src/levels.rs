@@ -427,7 +427,14 @@ impl Levels {
         let n = hashes.len();
         let count = self.count();
         let mut keys = [ItemKey::default(); BATCH];
-        if count == 1 || cfg!(loom_mutant = "unnested_levels") {
+        if count == 1 {
+            for (key, &hash) in keys.iter_mut().zip(hashes) {
+                *key = self.first.key(hash);
+            }
+            self.first.lookup_batch(&keys[..n], out);
+            return;
+        }
+        if cfg!(loom_mutant = "unnested_levels") {
             out.fill(Lookup::Absent);
             let mut level_out = [Lookup::Absent; BATCH];
             for table in self.newest_first() {

@@ -8,6 +8,8 @@
 //! ATOMIC_CUCKOO_BENCH_SIZES=1m,50m cargo bench -p peer-benches --bench grown_quick
 //! ```
 //!
+//! `--only one` (or `grown`) times one contender alone, for a profiler.
+//!
 //! Contenders, for `n` items: `capacity(n)` (one level), and `capacity(1_000).expansion(2)`
 //! filled with the same `n` keys (10 levels at 1M, 16 at 50M), both with the 1 % default rate.
 //! Present keys are spread evenly over the insertion order (so each level gets its share, and
@@ -35,9 +37,10 @@ fn sizes() -> Vec<(usize, &'static str)> {
     out
 }
 
-fn rounds() -> usize {
+/// `--rounds N`, and `--only one|grown` (times one contender only, for a profiler).
+fn options() -> (usize, Option<usize>) {
     let mut args = std::env::args().skip(1);
-    let mut rounds = 3;
+    let (mut rounds, mut only) = (3, None);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--bench" => {}
@@ -47,10 +50,17 @@ fn rounds() -> usize {
                     .and_then(|n| n.parse().ok())
                     .expect("--rounds N")
             }
+            "--only" => {
+                only = match args.next().as_deref() {
+                    Some("one") => Some(0),
+                    Some("grown") => Some(1),
+                    _ => panic!("--only one|grown"),
+                }
+            }
             other => panic!("unknown argument {other:?}"),
         }
     }
-    rounds
+    (rounds, only)
 }
 
 const OPS: [&str; 4] = [
@@ -85,7 +95,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let rounds = rounds();
+    let (rounds, only) = options();
     for (n, label) in sizes() {
         let keys = splitmix(0x5EED_0013, n);
         let absent = splitmix(0xAB5E_0013, PROBES);
@@ -110,6 +120,10 @@ fn main() {
         for _ in 0..rounds {
             for op in 0..OPS.len() {
                 for (c, f) in [&one, &grown].into_iter().enumerate() {
+                    if only.is_some_and(|o| o != c) {
+                        times[c][op].push(f64::NAN);
+                        continue;
+                    }
                     times[c][op].push(time_op(f, op, &present, &absent));
                 }
             }

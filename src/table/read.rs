@@ -111,8 +111,9 @@ impl Table {
     /// in `lookup` the count is dead code and compiled away).
     ///
     /// The common cases (a hit, or a miss confirmed by one seqlock read) are small enough to
-    /// inline; collisions with writers go to an out-of-line retry loop.
-    #[inline]
+    /// inline; collisions with writers go to an out-of-line retry loop. Always inlined: left
+    /// to the compiler it stayed a call, about a tenth of an in-cache lookup's time.
+    #[inline(always)]
     pub(crate) fn lookup_traced(&self, key: ItemKey) -> (Lookup, u32) {
         let (a, b) = self.buckets_of(key);
         let fp = key.fingerprint;
