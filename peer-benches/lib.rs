@@ -16,3 +16,43 @@ pub fn splitmix(seed: u64, n: usize) -> Vec<u64> {
         })
         .collect()
 }
+
+/// The sizes the quick benches (`grown_quick`, `fill_quick`) run at: `ATOMIC_CUCKOO_BENCH_SIZES`,
+/// comma-separated `1m` and `50m` (default `1m`).
+pub fn quick_sizes() -> Vec<(usize, &'static str)> {
+    let wanted = std::env::var("ATOMIC_CUCKOO_BENCH_SIZES").unwrap_or_else(|_| "1m".into());
+    wanted
+        .split(',')
+        .map(|s| match s.trim() {
+            "1m" => (1_000_000, "1M"),
+            "50m" => (50_000_000, "50M"),
+            other => panic!("unknown size {other:?} (1m, 50m)"),
+        })
+        .collect()
+}
+
+/// The quick benches' arguments: `--rounds N` (default 3), and each flag named in `extra` with
+/// its value. Panics on anything else (cargo's own `--bench` is skipped).
+pub fn quick_args(extra: &[&str]) -> (usize, Vec<(String, String)>) {
+    let mut args = std::env::args().skip(1);
+    let (mut rounds, mut values) = (3, Vec::new());
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--bench" => {}
+            "--rounds" => {
+                rounds = args
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .expect("--rounds N")
+            }
+            flag if extra.contains(&flag) => {
+                let value = args
+                    .next()
+                    .unwrap_or_else(|| panic!("{flag} needs a value"));
+                values.push((flag.to_string(), value));
+            }
+            other => panic!("unknown argument {other:?}"),
+        }
+    }
+    (rounds, values)
+}

@@ -19,47 +19,19 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use atomic_cuckoo::CuckooFilter;
-use peer_benches::splitmix;
+use peer_benches::{quick_args, quick_sizes, splitmix};
 
 /// Keys probed per lookup measurement.
 const PROBES: usize = 2_000_000;
 
-fn sizes() -> Vec<(usize, &'static str)> {
-    let wanted = std::env::var("ATOMIC_CUCKOO_BENCH_SIZES").unwrap_or_else(|_| "1m".into());
-    let mut out = Vec::new();
-    for s in wanted.split(',') {
-        match s.trim() {
-            "1m" => out.push((1_000_000, "1M")),
-            "50m" => out.push((50_000_000, "50M")),
-            other => panic!("unknown size {other:?} (1m, 50m)"),
-        }
-    }
-    out
-}
-
 /// `--rounds N`, and `--only one|grown` (times one contender only, for a profiler).
 fn options() -> (usize, Option<usize>) {
-    let mut args = std::env::args().skip(1);
-    let (mut rounds, mut only) = (3, None);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--bench" => {}
-            "--rounds" => {
-                rounds = args
-                    .next()
-                    .and_then(|n| n.parse().ok())
-                    .expect("--rounds N")
-            }
-            "--only" => {
-                only = match args.next().as_deref() {
-                    Some("one") => Some(0),
-                    Some("grown") => Some(1),
-                    _ => panic!("--only one|grown"),
-                }
-            }
-            other => panic!("unknown argument {other:?}"),
-        }
-    }
+    let (rounds, values) = quick_args(&["--only"]);
+    let only = values.first().map(|(_, v)| match v.as_str() {
+        "one" => 0,
+        "grown" => 1,
+        _ => panic!("--only one|grown"),
+    });
     (rounds, only)
 }
 
@@ -72,7 +44,11 @@ const OPS: [&str; 4] = [
 
 /// Seconds per key of `op` on `filter`.
 fn time_op(filter: &CuckooFilter, op: usize, present: &[u64], absent: &[u64]) -> f64 {
-    let keys = if op % 2 == 0 { present } else { absent };
+    let keys = if op.is_multiple_of(2) {
+        present
+    } else {
+        absent
+    };
     let start = Instant::now();
     let found = if op < 2 {
         keys.iter().filter(|k| filter.contains(*k)).count()
@@ -83,7 +59,7 @@ fn time_op(filter: &CuckooFilter, op: usize, present: &[u64], absent: &[u64]) ->
     };
     let spent = start.elapsed().as_secs_f64();
     black_box(found);
-    if op % 2 == 0 {
+    if op.is_multiple_of(2) {
         assert_eq!(found, keys.len(), "a present key was not found");
     }
     spent / keys.len() as f64
@@ -96,7 +72,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn main() {
     let (rounds, only) = options();
-    for (n, label) in sizes() {
+    for (n, label) in quick_sizes() {
         let keys = splitmix(0x5EED_0013, n);
         let absent = splitmix(0xAB5E_0013, PROBES);
         let present: Vec<u64> = keys.iter().step_by((n / PROBES).max(1)).copied().collect();
@@ -118,7 +94,7 @@ fn main() {
         // times[contender][op] = seconds per key, one per round
         let mut times = vec![vec![Vec::new(); OPS.len()]; 2];
         for _ in 0..rounds {
-            for op in 0..OPS.len() {
+            for (op, _) in OPS.iter().enumerate() {
                 for (c, f) in [&one, &grown].into_iter().enumerate() {
                     if only.is_some_and(|o| o != c) {
                         times[c][op].push(f64::NAN);
