@@ -405,16 +405,81 @@ fn bench_filled_solo<F: Solo>(
     }
 }
 
+/// Thread counts of the threaded groups: `ATOMIC_CUCKOO_BENCH_THREADS`, comma-separated
+/// (default `2`; the 90/10 mix also runs on one thread, for the ratio). On a many-core machine,
+/// `ATOMIC_CUCKOO_BENCH_THREADS=1,2,4,8,16 ... --bench filters -- _threads/` measures scaling.
+fn thread_counts() -> Vec<usize> {
+    std::env::var("ATOMIC_CUCKOO_BENCH_THREADS")
+        .unwrap_or_else(|_| "2".into())
+        .split(',')
+        .map(|t| {
+            t.trim()
+                .parse()
+                .ok()
+                .filter(|&n| n > 0)
+                .expect("ATOMIC_CUCKOO_BENCH_THREADS: thread counts, e.g. 1,2,4")
+        })
+        .collect()
+}
+
+/// Fills a fresh filter from `threads` threads, each inserting its own share of the keys
+/// (`insert_many` per share when `many` is given: ours only).
+fn bench_threaded_insert<F: Shared>(
+    c: &mut Criterion,
+    size: &Size,
+    name: &str,
+    build: fn(usize) -> F,
+    many: Option<fn(&F, &[u64])>,
+) {
+    for threads in thread_counts() {
+        let shares: Vec<&[u64]> = size
+            .insert
+            .chunks(size.insert.len().div_ceil(threads))
+            .collect();
+        let op = if many.is_some() {
+            "insert_many"
+        } else {
+            "insert"
+        };
+        let mut group = c.benchmark_group(format!("{op}_{threads}_threads/{}", size.label));
+        configure(&mut group, size);
+        group.throughput(Throughput::Elements(size.insert.len() as u64));
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut spent = Duration::ZERO;
+                for _ in 0..iters {
+                    let filter = build(size.items);
+                    spent += timed_threads(threads, |t| match many {
+                        Some(insert_many) => insert_many(&filter, shares[t]),
+                        None => {
+                            for k in shares[t] {
+                                black_box(filter.insert(k));
+                            }
+                        }
+                    });
+                }
+                spent
+            })
+        });
+        group.finish();
+    }
+}
+
 fn bench_shared<F: Shared>(c: &mut Criterion, size: &Size, name: &str, filter: &F, mixed: bool) {
-    bench_threaded_lookups(c, size, name, filter, 2);
+    for threads in thread_counts() {
+        bench_threaded_lookups(c, size, name, filter, threads);
+    }
     if mixed {
-        // Down to 90 % of capacity first, then the 90/10 mix from one and from two threads.
+        // Down to 90 % of capacity first, then the 90/10 mix from one thread and from each
+        // thread count.
         let keep = size.insert.len() * 90 / 95;
         for k in &size.insert[keep..] {
             filter.remove(k);
         }
         bench_mixed(c, size, name, filter, 1);
-        bench_mixed(c, size, name, filter, 2);
+        for threads in thread_counts().into_iter().filter(|&t| t > 1) {
+            bench_mixed(c, size, name, filter, threads);
+        }
         for k in &size.insert[keep..] {
             filter.insert(k);
         }
@@ -479,6 +544,16 @@ fn all(c: &mut Criterion) {
             bench_remove(c, &size, "atomic-cuckoo", &mut filter);
         }
         bench_insert(c, &size, "atomic-cuckoo", ours);
+        bench_threaded_insert(c, &size, "atomic-cuckoo", ours, None);
+        bench_threaded_insert(
+            c,
+            &size,
+            "atomic-cuckoo",
+            ours,
+            Some(|f: &CuckooFilter, keys: &[u64]| {
+                black_box(f.insert_many(keys).is_ok());
+            }),
+        );
 
         bench_filled_solo(c, &size, "cuckoofilter", classic, true);
         bench_insert(c, &size, "cuckoofilter", classic);
@@ -499,6 +574,14 @@ fn all(c: &mut Criterion) {
             bench_shared(c, &size, "atomic-cuckoo-filter", &filter, true);
         }
         bench_insert(c, &size, "atomic-cuckoo-filter", acf);
+        bench_threaded_insert(c, &size, "atomic-cuckoo-filter", acf, None);
+        bench_threaded_insert(
+            c,
+            &size,
+            "Mutex<cuckoofilter>",
+            |n| Mutex::new(classic(n)),
+            None,
+        );
 
         bench_filled_solo(c, &size, "scalable_cuckoo_filter", scalable, true);
         bench_insert(c, &size, "scalable_cuckoo_filter", scalable);
@@ -510,6 +593,7 @@ fn all(c: &mut Criterion) {
             bench_shared(c, &size, "fastbloom AtomicBloomFilter", &filter, false);
         }
         bench_insert(c, &size, "fastbloom AtomicBloomFilter", bloom);
+        bench_threaded_insert(c, &size, "fastbloom AtomicBloomFilter", bloom, None);
 
         {
             let fuse = xorf::BinaryFuse8::try_from(&size.insert[..]).unwrap();
