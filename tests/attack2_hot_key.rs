@@ -7,7 +7,7 @@
 mod common;
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -233,26 +233,6 @@ fn only_a_key_that_collides_completely_with_a_hot_key_is_refused() {
     assert!(filter.contains(&twin));
 }
 
-/// A hasher that returns the key itself (as `nohash`-style hashers do for integer keys). The
-/// filter takes the bucket from the upper 32 bits and the fingerprint from the top of the lower
-/// 32 bits without mixing, so small integers all get the same key.
-#[derive(Default)]
-struct Identity(u64);
-
-impl Hasher for Identity {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8) | u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
 /// Informational: with an identity hasher, distinct small integers are all one item to the
 /// filter; a growing filter refuses the 11th distinct key with `ItemBucketsFull`.
 #[test]
@@ -260,7 +240,10 @@ fn distinct_keys_with_an_identity_hasher() {
     let filter = CuckooFilter::builder()
         .capacity(1_000)
         .expansion(2)
-        .hasher(BuildHasherDefault::<Identity>::default())
+        // A hasher that returns the key itself, as `nohash`-style hashers do for integer keys:
+        // the filter takes the bucket from the upper 32 bits and the fingerprint from the top
+        // of the lower 32 bits without mixing, so small integers all get the same key.
+        .hasher(common::Identity)
         .build()
         .unwrap();
     let first_error = (0..1_000u64).find_map(|k| filter.insert(&k).err().map(|e| (k, e)));

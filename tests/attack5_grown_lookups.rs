@@ -12,10 +12,10 @@
 
 mod common;
 
-use std::hash::{BuildHasher, Hasher};
+use std::hash::BuildHasher;
 
 use atomic_cuckoo::{CuckooFilter, InsertError};
-use common::{seed, Rng};
+use common::{seed, Identity, Rng};
 
 /// Batch lengths around `BATCH` (64) and a few others.
 const LENGTHS: [usize; 10] = [0, 1, 2, 63, 64, 65, 127, 128, 129, 200];
@@ -475,33 +475,6 @@ fn empty_and_odd_items_and_duplicates() {
         assert!(f.remove(""));
     }
     assert_eq!(f.contains(""), f.count("") > 0);
-}
-
-/// Passes a `u64` item through as its hash, so the test chooses buckets and fingerprints.
-#[derive(Clone, Default)]
-struct Identity;
-
-struct IdentityHasher(u64);
-
-impl Hasher for IdentityHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8) | u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-impl BuildHasher for Identity {
-    type Hasher = IdentityHasher;
-    fn build_hasher(&self) -> IdentityHasher {
-        IdentityHasher(0)
-    }
 }
 
 /// A hash, spelled out: the bucket word is the high half, the fingerprint the top of the low.

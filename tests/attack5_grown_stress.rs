@@ -9,13 +9,13 @@
 
 mod common;
 
-use std::hash::{BuildHasher, Hasher};
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use atomic_cuckoo::{CuckooFilter, InsertError};
-use common::{seed, Rng};
+use common::{seed, Identity, Rng};
 
 /// How long each configuration runs (the tests run two at a time on two cores).
 const RUN: Duration = Duration::from_millis(1_500);
@@ -231,33 +231,6 @@ fn stable_items_never_missed_under_churn_and_growth() {
         );
         let keep = if factor == 1 { 60 } else { 400 };
         stress(&f, &stable, s, writers, readers, keep, &what);
-    }
-}
-
-/// Passes a `u64` item through as its hash, so the test chooses buckets and fingerprints.
-#[derive(Clone, Default)]
-struct Identity;
-
-struct IdentityHasher(u64);
-
-impl Hasher for IdentityHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8) | u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-impl BuildHasher for Identity {
-    type Hasher = IdentityHasher;
-    fn build_hasher(&self) -> IdentityHasher {
-        IdentityHasher(0)
     }
 }
 

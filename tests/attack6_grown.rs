@@ -6,7 +6,7 @@
 mod common;
 
 use atomic_cuckoo::{CuckooFilter, InsertError};
-use common::{seed, Rng};
+use common::{seed, Identity, Rng};
 
 /// Both lookups find every item of `items`.
 fn all_found(f: &CuckooFilter, items: &[u64], what: &str) {
@@ -321,33 +321,6 @@ fn count_and_remove_consistent_with_contains_in_grown_filters() {
             found.iter().all(|&b| !b),
             "{what}: empty filter contains_many"
         );
-    }
-}
-
-/// Passes a `u64` item through as its hash, so tests choose buckets and fingerprints.
-#[derive(Clone, Default)]
-struct Identity;
-
-struct IdentityHasher(u64);
-
-impl std::hash::Hasher for IdentityHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8) | u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-impl std::hash::BuildHasher for Identity {
-    type Hasher = IdentityHasher;
-    fn build_hasher(&self) -> IdentityHasher {
-        IdentityHasher(0)
     }
 }
 
