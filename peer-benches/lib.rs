@@ -1,6 +1,7 @@
 //! Helpers shared by the benchmarks in `benches/` (`cargo bench -p peer-benches --bench filters`,
 //! then `python3 peer-benches/benches/report.py`); nothing to use outside them.
 
+pub mod peers;
 pub mod redisbloom;
 
 /// `n` keys from SplitMix64 seeded with `seed`: the same keys for every filter and every run.
@@ -27,6 +28,22 @@ pub fn quick_sizes() -> Vec<(usize, &'static str)> {
             "1m" => (1_000_000, "1M"),
             "50m" => (50_000_000, "50M"),
             other => panic!("unknown size {other:?} (1m, 50m)"),
+        })
+        .collect()
+}
+
+/// Thread counts for the threaded measurements: `ATOMIC_CUCKOO_BENCH_THREADS`, comma-separated
+/// (`default` when unset).
+pub fn bench_threads(default: &str) -> Vec<usize> {
+    std::env::var("ATOMIC_CUCKOO_BENCH_THREADS")
+        .unwrap_or_else(|_| default.into())
+        .split(',')
+        .map(|t| {
+            t.trim()
+                .parse()
+                .ok()
+                .filter(|&n| n > 0)
+                .expect("ATOMIC_CUCKOO_BENCH_THREADS: thread counts, e.g. 1,2,4")
         })
         .collect()
 }

@@ -13,159 +13,18 @@
 //! timing; a 1 % target false-positive rate where the peer lets us choose.
 
 use std::hint::black_box;
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, SamplingMode, Throughput};
 use parking_lot::Mutex;
 
 use atomic_cuckoo::CuckooFilter;
-use peer_benches::splitmix;
-
-const TARGET_RATE: f64 = 0.01;
+use peer_benches::peers::{acf, bloom, classic, ours, scalable, timed_threads, Shared, Solo};
+use peer_benches::{bench_threads, splitmix};
 /// Keys probed per lookup measurement (positive: the first inserted keys; negative: fresh keys).
 const MAX_PROBES: usize = 10_000_000;
 /// Keys removed (and re-inserted, untimed) per delete measurement.
 const MAX_REMOVES: usize = 10_000_000;
-
-/// A filter used by one thread (`&mut` where the crate needs it).
-trait Solo {
-    fn insert(&mut self, key: &u64) -> bool;
-    fn contains(&self, key: &u64) -> bool;
-    fn remove(&mut self, key: &u64) -> bool;
-}
-
-/// A filter shared by threads.
-trait Shared: Sync {
-    fn insert(&self, key: &u64) -> bool;
-    fn contains(&self, key: &u64) -> bool;
-    fn remove(&self, key: &u64) -> bool;
-}
-
-/// A filter threads can share is used alone through the same calls.
-impl<T: Shared> Solo for T {
-    fn insert(&mut self, key: &u64) -> bool {
-        Shared::insert(self, key)
-    }
-    fn contains(&self, key: &u64) -> bool {
-        Shared::contains(self, key)
-    }
-    fn remove(&mut self, key: &u64) -> bool {
-        Shared::remove(self, key)
-    }
-}
-
-fn ours(items: usize) -> CuckooFilter {
-    CuckooFilter::builder()
-        .capacity(items)
-        .false_positive_rate(TARGET_RATE)
-        .build()
-        .unwrap()
-}
-
-impl Shared for CuckooFilter {
-    fn insert(&self, key: &u64) -> bool {
-        CuckooFilter::insert(self, key).is_ok()
-    }
-    fn contains(&self, key: &u64) -> bool {
-        CuckooFilter::contains(self, key)
-    }
-    fn remove(&self, key: &u64) -> bool {
-        CuckooFilter::remove(self, key)
-    }
-}
-
-type Classic = cuckoofilter::CuckooFilter<std::collections::hash_map::DefaultHasher>;
-
-fn classic(items: usize) -> Classic {
-    cuckoofilter::CuckooFilter::with_capacity(items)
-}
-
-impl Solo for Classic {
-    fn insert(&mut self, key: &u64) -> bool {
-        self.add(key).is_ok()
-    }
-    fn contains(&self, key: &u64) -> bool {
-        cuckoofilter::CuckooFilter::contains(self, key)
-    }
-    fn remove(&mut self, key: &u64) -> bool {
-        self.delete(key)
-    }
-}
-
-impl Shared for Mutex<Classic> {
-    fn insert(&self, key: &u64) -> bool {
-        self.lock().add(key).is_ok()
-    }
-    fn contains(&self, key: &u64) -> bool {
-        self.lock().contains(key)
-    }
-    fn remove(&self, key: &u64) -> bool {
-        self.lock().delete(key)
-    }
-}
-
-type Acf = atomic_cuckoo_filter::CuckooFilter;
-
-/// `atomic-cuckoo-filter` takes fingerprints of 4, 8, 16 or 32 bits in buckets of 4: 16 is the
-/// narrowest within the 1 % target (8 bits give about 3 %).
-fn acf(items: usize) -> Acf {
-    atomic_cuckoo_filter::CuckooFilter::builder()
-        .capacity(items)
-        .fingerprint_size(16)
-        .build()
-        .unwrap()
-}
-
-impl Shared for Acf {
-    fn insert(&self, key: &u64) -> bool {
-        Acf::insert(self, key).is_ok()
-    }
-    fn contains(&self, key: &u64) -> bool {
-        Acf::contains(self, key)
-    }
-    fn remove(&self, key: &u64) -> bool {
-        Acf::remove(self, key)
-    }
-}
-
-type Scalable = scalable_cuckoo_filter::ScalableCuckooFilter<u64>;
-
-fn scalable(items: usize) -> Scalable {
-    scalable_cuckoo_filter::ScalableCuckooFilter::new(items, TARGET_RATE)
-}
-
-impl Solo for Scalable {
-    fn insert(&mut self, key: &u64) -> bool {
-        Scalable::insert(self, key);
-        true
-    }
-    fn contains(&self, key: &u64) -> bool {
-        Scalable::contains(self, key)
-    }
-    fn remove(&mut self, key: &u64) -> bool {
-        Scalable::remove(self, key)
-    }
-}
-
-type Bloom = fastbloom::AtomicBloomFilter;
-
-fn bloom(items: usize) -> Bloom {
-    fastbloom::AtomicBloomFilter::with_false_pos(TARGET_RATE).expected_items(items)
-}
-
-impl Shared for Bloom {
-    fn insert(&self, key: &u64) -> bool {
-        Bloom::insert(self, key);
-        true
-    }
-    fn contains(&self, key: &u64) -> bool {
-        Bloom::contains(self, key)
-    }
-    fn remove(&self, _: &u64) -> bool {
-        unreachable!("a Bloom filter cannot delete")
-    }
-}
 
 /// One benchmark size: the keys every filter gets.
 struct Size {
@@ -296,38 +155,6 @@ fn bench_remove<F: Solo>(c: &mut Criterion, size: &Size, name: &str, filter: &mu
     group.finish();
 }
 
-/// Runs `work(t)` for `t` in `0..threads` on threads released together; returns the wall time
-/// from the first start to the last finish, as the workers measured it (a coordinating thread
-/// may not even be scheduled while they keep every core busy, so it cannot hold the clock).
-fn timed_threads(threads: usize, work: impl Fn(usize) + Sync) -> Duration {
-    let barrier = Barrier::new(threads);
-    let spans: Vec<(Instant, Instant)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let (barrier, work) = (&barrier, &work);
-                s.spawn(move || {
-                    barrier.wait();
-                    let start = Instant::now();
-                    work(t);
-                    (start, Instant::now())
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    let first = spans
-        .iter()
-        .map(|s| s.0)
-        .min()
-        .expect("at least one thread");
-    let last = spans
-        .iter()
-        .map(|s| s.1)
-        .max()
-        .expect("at least one thread");
-    last - first
-}
-
 /// Lookups from `threads` threads, each over its own share of the keys.
 fn bench_threaded_lookups<F: Shared>(
     c: &mut Criterion,
@@ -405,21 +232,10 @@ fn bench_filled_solo<F: Solo>(
     }
 }
 
-/// Thread counts of the threaded groups: `ATOMIC_CUCKOO_BENCH_THREADS`, comma-separated
-/// (default `2`; the 90/10 mix also runs on one thread, for the ratio). On a many-core machine,
-/// `ATOMIC_CUCKOO_BENCH_THREADS=1,2,4,8,16 ... --bench filters -- _threads/` measures scaling.
+/// Thread counts of the threaded groups (default `2`; the 90/10 mix also runs on one thread,
+/// for the ratio). `benches/scaling_quick.rs` measures scaling on a many-core machine.
 fn thread_counts() -> Vec<usize> {
-    std::env::var("ATOMIC_CUCKOO_BENCH_THREADS")
-        .unwrap_or_else(|_| "2".into())
-        .split(',')
-        .map(|t| {
-            t.trim()
-                .parse()
-                .ok()
-                .filter(|&n| n > 0)
-                .expect("ATOMIC_CUCKOO_BENCH_THREADS: thread counts, e.g. 1,2,4")
-        })
-        .collect()
+    bench_threads("2")
 }
 
 /// Fills a fresh filter from `threads` threads, each inserting its own share of the keys
