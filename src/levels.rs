@@ -27,6 +27,7 @@ use crate::stripe::FreezeGuard;
 use crate::sync::{AtomicUsize, GrowLock, Ordering};
 use crate::table::{
     Limits, Lookup, Multiset, NoRoom, PairState, Placed, Table, TableShape, Unique, BATCH,
+    PREFETCH_AHEAD,
 };
 
 /// Levels whose reads one pass of `lookup_levels` begins before validating any: a filter grown
@@ -499,8 +500,8 @@ impl Levels {
         }
     }
 
-    /// Inserts up to `BATCH` items by hash, in order, touching their buckets first; stops at the
-    /// first that fails and returns its index in `hashes`.
+    /// Inserts up to `BATCH` items by hash, in order, their buckets prefetched a few items ahead;
+    /// stops at the first that fails and returns its index in `hashes`.
     pub(crate) fn insert_batch(&self, hashes: &[u64]) -> Result<(), (usize, InsertError)> {
         debug_assert!(hashes.len() <= BATCH);
         let mut keys = [ItemKey::default(); BATCH];
@@ -508,8 +509,17 @@ impl Levels {
         for (key, &hash) in keys.iter_mut().zip(hashes) {
             *key = newest.key(hash);
         }
-        newest.touch_batch(&keys[..hashes.len()]);
+        // The first items' buckets are asked for at once; then each insert asks for the
+        // buckets of the item `PREFETCH_AHEAD` places later, so their round trips overlap the
+        // inserts in between (a growth mid-batch only makes some hints useless).
+        let keys = &keys[..hashes.len()];
+        for key in keys.iter().take(PREFETCH_AHEAD) {
+            newest.prefetch(*key);
+        }
         for (i, &hash) in hashes.iter().enumerate() {
+            if let Some(key) = keys.get(i + PREFETCH_AHEAD) {
+                newest.prefetch(*key);
+            }
             self.insert(hash).map_err(|e| (i, e))?;
         }
         Ok(())

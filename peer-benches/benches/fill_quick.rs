@@ -6,6 +6,8 @@
 //! ```sh
 //! ATOMIC_CUCKOO_BENCH_SIZES=50m cargo bench -p peer-benches --bench fill_quick -- --rounds 3
 //! ```
+//!
+//! `--only many` (or `insert`, `cuckoofilter`) times one contender alone, for a profiler.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -55,13 +57,22 @@ fn fill(c: usize, n: usize, keys: &[u64]) -> (f64, usize) {
 }
 
 fn main() {
-    let (rounds, _) = quick_args(&[]);
+    let (rounds, values) = quick_args(&["--only"]);
+    let only = values.first().map(|(_, v)| match v.as_str() {
+        "many" => 0,
+        "insert" => 1,
+        "cuckoofilter" => 2,
+        _ => panic!("--only many|insert|cuckoofilter"),
+    });
     for (n, label) in quick_sizes() {
         let keys = splitmix(0xF111_0013, n * 95 / 100);
         let mut times = vec![Vec::new(); CONTENDERS.len()];
         let mut stored = [0usize; CONTENDERS.len()];
         for _ in 0..rounds {
             for (c, t) in times.iter_mut().enumerate() {
+                if only.is_some_and(|o| o != c) {
+                    continue;
+                }
                 let (spent, ok) = fill(c, n, &keys);
                 t.push(spent);
                 stored[c] = ok;
@@ -72,15 +83,18 @@ fn main() {
             keys.len()
         );
         println!("|---|---:|---:|---:|");
+        // The median rate of a contender that ran.
         let rate = |t: &Vec<f64>| {
             let mut t = t.clone();
             t.sort_by(|a, b| a.total_cmp(b));
-            keys.len() as f64 / t[t.len() / 2] / 1e6
+            t.get(t.len() / 2).map(|s| keys.len() as f64 / s / 1e6)
         };
         let classic = rate(&times[2]);
         for (c, name) in CONTENDERS.iter().enumerate() {
-            let r = rate(&times[c]);
-            println!("| {name} | {r:.1} | {} | {:.2}× |", stored[c], r / classic);
+            if let Some(r) = rate(&times[c]) {
+                let ratio = classic.map_or("-".into(), |k| format!("{:.2}×", r / k));
+                println!("| {name} | {r:.1} | {} | {ratio} |", stored[c]);
+            }
         }
     }
 }

@@ -14,7 +14,7 @@ use crate::hashing::{ItemKey, KeyMapper, Nesting};
 use crate::stripe::{FreezeGuard, StripeSet};
 use crate::sync::{AtomicU64, Ordering};
 
-pub(crate) use batch::BATCH;
+pub(crate) use batch::{BATCH, PREFETCH_AHEAD};
 pub(crate) use read::Lookup;
 pub(crate) use storage::BucketWords;
 pub(crate) use write::{Multiset, NoRoom, PairState, Placed, Unique};
