@@ -477,8 +477,9 @@ impl<S: BuildHasher> CuckooFilter<S> {
 
     /// Inserts every item of any `IntoIterator`, in order (each one copy, as
     /// [`insert`](CuckooFilter::insert)).
-    /// Faster than one `insert` per item for tables larger than the CPU caches: each batch's
-    /// buckets are fetched together before its items are placed.
+    /// Faster than one `insert` per item for tables larger than the CPU caches: each item's
+    /// buckets are prefetched a few items before it is placed, so their memory latencies
+    /// overlap.
     ///
     /// # Errors
     ///
