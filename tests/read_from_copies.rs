@@ -168,7 +168,7 @@ fn a_claimed_table_is_allocated_only_as_its_bytes_arrive() {
     let (snapshot, buckets) = snapshot_and_level_1_buckets();
     println!(
         "level 1 claims {buckets} buckets ({} GiB)",
-        buckets * 8 >> 30
+        (buckets * 8) >> 30
     );
     assert!(
         buckets * 8 >= 4 << 30,
