@@ -632,8 +632,8 @@ impl Levels {
     /// when the level is needed, `grow` builds one itself.
     ///
     /// Costs memory early: the next level is held from then on, while `memory_usage` counts it
-    /// only once it is added (`clear` and `shrink_to_fit` free it). Nothing here waits: another inserter already on it, or a level
-    /// prepared already, ends the check.
+    /// only once it is added (`clear`, `shrink_to_fit` and drop free it). Nothing here waits:
+    /// another inserter already on it, or a level prepared already, ends the check.
     #[cold]
     #[inline(never)]
     fn prepare_next(&self, seen: usize) {
