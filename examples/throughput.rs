@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release --example throughput -- [--items N] [--threads T] [--reads PERCENT]
-//!     [--bits B | --rate R] [--seconds S] [--fill FRACTION]
+//!     [--bits B | --rate R] [--layout packed|compact|one-word] [--seconds S] [--fill FRACTION]
 //! ```
 //!
 //! Fills a filter built for `--items` items from `--threads` threads (with a progress bar),
@@ -19,7 +19,7 @@ use std::sync::Barrier;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use atomic_cuckoo::CuckooFilter;
+use atomic_cuckoo::{CuckooFilter, Layout};
 use common::{Long, Short};
 
 struct Args {
@@ -27,6 +27,7 @@ struct Args {
     threads: usize,
     reads: u32,
     bits: Option<u32>,
+    layout: Layout,
     rate: f64,
     seconds: f64,
     fill: f64,
@@ -34,6 +35,7 @@ struct Args {
 
 const USAGE: &str = "\
 Usage: throughput [--items N] [--threads T] [--reads PERCENT] [--bits B | --rate R]
+                  [--layout packed|compact|one-word]
                   [--seconds S] [--fill FRACTION]
 
 Fills a filter and measures each operation's throughput on this machine.
@@ -43,6 +45,7 @@ Options:
   --threads T        threads (default: the number of CPUs)
   --reads PERCENT    share of lookups in the mixed phase, 0 to 100 (default 90)
   --bits B           fingerprint bits (default: as many as --rate needs)
+  --layout L         bucket layout: packed (default), compact or one-word
   --rate R           target false-positive rate (default 0.01)
   --seconds S        seconds each timed phase runs (default 2)
   --fill FRACTION    how full to fill the filter, 0 to 1 (default 0.95)
@@ -57,6 +60,7 @@ fn parse_args() -> Args {
             threads: thread::available_parallelism().map_or(2, |n| n.get()),
             reads: 90,
             bits: None,
+            layout: Layout::Packed,
             rate: 0.01,
             seconds: 2.0,
             fill: 0.95,
@@ -68,6 +72,14 @@ fn parse_args() -> Args {
                 Long("threads") => args.threads = common::number(p.value()?, "--threads")?,
                 Long("reads") => args.reads = common::number(p.value()?, "--reads")?,
                 Long("bits") => args.bits = Some(common::number(p.value()?, "--bits")?),
+                Long("layout") => {
+                    args.layout = match p.value()?.to_str() {
+                        Some("packed") => Layout::Packed,
+                        Some("compact") => Layout::Compact,
+                        Some("one-word") => Layout::OneWord,
+                        _ => return Err("--layout is packed, compact or one-word".into()),
+                    }
+                }
                 Long("rate") => args.rate = common::number(p.value()?, "--rate")?,
                 Long("seconds") => args.seconds = common::number(p.value()?, "--seconds")?,
                 Long("fill") => args.fill = common::number(p.value()?, "--fill")?,
@@ -147,6 +159,7 @@ fn progress(done: usize, total: usize, seconds: f64) {
 fn main() {
     let args = parse_args();
     let mut builder = CuckooFilter::builder().capacity(args.items);
+    builder = builder.layout(args.layout);
     builder = match args.bits {
         Some(bits) => builder.fingerprint_bits(bits),
         None => builder.false_positive_rate(args.rate),

@@ -29,12 +29,23 @@ pub(crate) struct WordLayout {
 }
 
 impl WordLayout {
-    /// The layout for `bits`-wide fingerprints, or `None` outside `MIN_BITS..=MAX_BITS`.
+    /// The layout for `bits`-wide fingerprints in as many lanes as fit a word, or `None` outside
+    /// `MIN_BITS..=MAX_BITS`.
+    #[cfg(test)]
     pub(crate) const fn new(bits: u32) -> Option<Self> {
         if bits < MIN_BITS || bits > MAX_BITS {
             return None;
         }
-        let slots = 64 / bits;
+        Self::with_lanes(bits, 64 / bits)
+    }
+
+    /// The layout of `lanes` lanes of `bits`-wide fingerprints in the low bits of a word, or
+    /// `None` when they do not fit in 64 bits (a part of a packed bucket, see `bucket_layout`).
+    pub(crate) const fn with_lanes(bits: u32, lanes: u32) -> Option<Self> {
+        if bits < MIN_BITS || bits > MAX_BITS || lanes == 0 || lanes * bits > 64 {
+            return None;
+        }
+        let slots = lanes;
         let lane_mask = (1u64 << bits) - 1;
         let mut lane_ones = 0u64;
         let mut k = 0;
@@ -70,12 +81,6 @@ impl WordLayout {
     #[inline]
     pub(crate) const fn max_fingerprint(&self) -> u64 {
         self.lane_mask
-    }
-
-    /// Every bit that belongs to some lane (bits above the last lane never hold data).
-    #[inline]
-    pub(crate) const fn lane_bits(&self) -> u64 {
-        self.lane_ones * self.lane_mask
     }
 
     /// The high bit of every lane of `word` that is zero, and no other bit.

@@ -3,7 +3,8 @@
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
 
-use crate::builder::Builder;
+use crate::bucket_layout::LayoutKind;
+use crate::builder::{Builder, Layout};
 use crate::error::{InsertError, InsertManyError};
 use crate::hasher::DefaultHashBuilder;
 use crate::levels::Levels;
@@ -233,10 +234,7 @@ impl<S> CuckooFilter<S> {
                     slots: t.slots(),
                     fingerprint_bits: t.layout().bits(),
                     memory_usage: t.heap_bytes(),
-                    false_positive_rate: params::expected_false_positive_rate(
-                        t.layout().bits(),
-                        load,
-                    ),
+                    false_positive_rate: params::expected_false_positive_rate(t.layout(), load),
                 }
             })
             .collect()
@@ -287,6 +285,25 @@ impl<S> CuckooFilter<S> {
     /// ```
     pub fn fingerprint_bits(&self) -> u32 {
         self.levels.level(self.levels.count() - 1).layout().bits()
+    }
+
+    /// How the filter lays out its buckets ([`Builder::layout`](crate::Builder::layout)). A
+    /// filter restored from a snapshot written before layouts were selectable is
+    /// [`Layout::OneWord`].
+    ///
+    /// ```
+    /// use atomic_cuckoo::{CuckooFilter, Layout};
+    ///
+    /// assert_eq!(CuckooFilter::with_capacity(100).layout(), Layout::Packed);
+    /// let compact = CuckooFilter::builder().compact(true).build().unwrap();
+    /// assert_eq!(compact.layout(), Layout::Compact);
+    /// ```
+    pub fn layout(&self) -> Layout {
+        match self.levels.plan().layout {
+            LayoutKind::OneWord => Layout::OneWord,
+            LayoutKind::Packed => Layout::Packed,
+            LayoutKind::SemiSorted => Layout::Compact,
+        }
     }
 
     /// Bytes of memory held by the filter: every level's table and lock stripes, and the filter
@@ -563,6 +580,7 @@ impl<S> fmt::Debug for CuckooFilter<S> {
             .field("load_factor", &self.load_factor())
             .field("levels", &self.levels())
             .field("fingerprint_bits", &shape.bits)
+            .field("layout", &self.layout())
             .field("slots_per_bucket", &newest.layout().slots())
             .field("buckets", &shape.buckets)
             .field("stripes", &shape.stripes)

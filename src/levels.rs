@@ -20,6 +20,7 @@ use std::thread::JoinHandle;
 
 use parking_lot::Mutex;
 
+use crate::bucket_layout::{Bucket, BucketLayout, LayoutKind};
 use crate::error::InsertError;
 use crate::hashing::ItemKey;
 use crate::params;
@@ -62,6 +63,8 @@ pub(crate) struct GrowthPlan {
     /// Capacity of level 0, in items.
     pub(crate) base_capacity: usize,
     pub(crate) width: WidthRule,
+    /// How every level lays out its buckets.
+    pub(crate) layout: LayoutKind,
 }
 
 impl GrowthPlan {
@@ -95,9 +98,18 @@ impl GrowthPlan {
             WidthRule::Fixed(bits) => Ok(bits),
             WidthRule::Rate(_) => {
                 let rate = self.level_rate(level).unwrap_or(0.0);
-                params::bits_for_rate(rate).ok_or(LevelError::Unreachable { rate })
+                params::bits_for_rate(self.layout, rate).ok_or(LevelError::Unreachable { rate })
             }
         }
+    }
+
+    /// Bucket geometry of level `level`.
+    pub(crate) fn level_layout(&self, level: u32) -> Result<BucketLayout, LevelError> {
+        let bits = self.level_bits(level)?;
+        // Widths are validated by the builder (and a snapshot's loader) against 4..=32, where
+        // every layout exists; a rate's width comes from `bits_for_rate`, which only returns
+        // widths of the layout.
+        BucketLayout::new(self.layout, bits).ok_or(LevelError::Unreachable { rate: 0.0 })
     }
 
     /// Capacity of level `level`, in items: `base × factor^level`.
@@ -110,15 +122,15 @@ impl GrowthPlan {
     /// filter sizes it for the width of the later levels too (a wider fingerprint means fewer
     /// per bucket): otherwise every later level would fall short of its planned capacity by
     /// that ratio. This costs level 0 a few buckets when the widths differ.
-    fn base_buckets(&self, base_bits: u32) -> Result<usize, LevelError> {
+    fn base_buckets(&self, base: &BucketLayout) -> Result<usize, LevelError> {
         let too_large = LevelError::TooLarge {
             items: self.base_capacity,
         };
-        let own = params::buckets_for(self.base_capacity, base_bits).ok_or(too_large)?;
+        let own = params::buckets_for(self.base_capacity, base).ok_or(too_large)?;
         if !self.grows() {
             return Ok(own);
         }
-        let later = params::buckets_at_sizing_load(self.base_capacity, self.level_bits(1)?)
+        let later = params::buckets_at_sizing_load(self.base_capacity, &self.level_layout(1)?)
             .ok_or(too_large)?;
         Ok(own.max(later))
     }
@@ -130,11 +142,16 @@ impl GrowthPlan {
     /// (so with a power-of-two factor and one width, exactly `factor^i ×` level 0's buckets),
     /// and widths never shrink from one level to the next.
     pub(crate) fn level_shape(&self, level: u32) -> Result<TableShape, LevelError> {
-        let base_bits = self.level_bits(0)?;
-        let base_buckets = self.base_buckets(base_bits)?;
+        let base = self.level_layout(0)?;
+        let (base_bits, base_buckets) = (base.bits(), self.base_buckets(&base)?);
         if level == 0 {
             let stripes = params::stripes_for(base_buckets);
-            return Ok(TableShape::flat(base_buckets, base_bits, stripes));
+            return Ok(TableShape::flat(
+                self.layout,
+                base_buckets,
+                base_bits,
+                stripes,
+            ));
         }
         let bits = self.level_bits(level)?;
         debug_assert!(bits >= self.level_bits(level - 1)?, "widths never shrink");
@@ -144,9 +161,9 @@ impl GrowthPlan {
         // Level 0's buckets were sized for level 1's width (see `base_buckets`): level `i`
         // needs `factor^i` times as many, times the ratio of per-bucket capacities of those
         // widths. Rounded in log scale, so a power-of-two factor with one width doubles exactly.
-        let per_bucket = |bits: u32| f64::from(64 / bits) * params::sizing_load(bits);
+        let per_bucket = |level| Ok(params::items_per_bucket(&self.level_layout(level)?));
         let growth = f64::from(self.factor).log2() * f64::from(level);
-        let widening = (per_bucket(self.level_bits(1)?) / per_bucket(bits)).log2();
+        let widening = (per_bucket(1)? / per_bucket(level)?).log2();
         let doublings = (growth + widening).round().max(0.0);
         let buckets = (doublings < 32.0)
             .then(|| base_buckets.checked_shl(doublings as u32))
@@ -154,6 +171,7 @@ impl GrowthPlan {
             .filter(|&b| b as u64 <= crate::hashing::MAX_BUCKETS)
             .ok_or(LevelError::TooLarge { items })?;
         Ok(TableShape {
+            layout: self.layout,
             buckets,
             bits,
             stripes: params::stripes_for(buckets),
@@ -463,7 +481,7 @@ impl Levels {
         }
         let mut left = n;
         let mut begun = [0u64; BATCH];
-        let mut words = [(0u64, 0u64); BATCH];
+        let mut words = [(Bucket::default(), Bucket::default()); BATCH];
         for level in (0..count).rev() {
             let table = self.level(level);
             let at = |i: usize| {
@@ -653,7 +671,7 @@ impl Levels {
             .plan
             .level_shape(seen as u32)
             .ok()
-            .filter(|shape| shape.buckets.saturating_mul(8) >= PREPARE_BYTES)
+            .filter(|shape| shape.words().unwrap_or(usize::MAX).saturating_mul(8) >= PREPARE_BYTES)
             .and_then(|shape| self.spawn_build(shape));
         *next = Some(Prepared { level: seen, build });
     }
@@ -785,7 +803,7 @@ impl Levels {
             .all()
             .map(|t| {
                 let load = t.len() as f64 / t.slots() as f64;
-                1.0 - params::expected_false_positive_rate(t.layout().bits(), load)
+                1.0 - params::expected_false_positive_rate(t.layout(), load)
             })
             .product();
         1.0 - miss_all
@@ -852,9 +870,13 @@ mod tests {
             max_levels: 3,
             base_capacity: 2_000_000,
             width: WidthRule::Fixed(16),
+            layout: LayoutKind::Packed,
         };
         let shape = plan.level_shape(1).unwrap();
-        assert!(shape.buckets * 8 >= PREPARE_BYTES, "level 1 is prepared");
+        assert!(
+            shape.words().unwrap() * 8 >= PREPARE_BYTES,
+            "level 1 is prepared"
+        );
         let first = Table::new(plan.level_shape(0).unwrap(), Limits::DEFAULT, true).unwrap();
         let levels = Levels::new(first, plan, Limits::DEFAULT, true);
         // Distinct, well-spread hashes; every PREPARE_SAMPLE-th one is sampled.

@@ -3,6 +3,7 @@
 //
 // | module | what it holds |
 // |---|---|
+// | `bucket_layout` | how a table's buckets lie in its words: one word each, packed, semi-sorted |
 // | `bucket_word` | branch-free SWAR operations on one bucket packed in a `u64` |
 // | `semi_sorted` | the semi-sorted encoding: a bucket of four `f`-bit lanes in `4f - 4` bits |
 // | `hasher` | [`DefaultHashBuilder`] (portable: rapidhash V3) and [`AHashBuilder`] (opt-in) |
@@ -19,6 +20,7 @@
 #![warn(missing_docs, clippy::missing_errors_doc, clippy::missing_panics_doc)]
 #![deny(unsafe_code)]
 
+mod bucket_layout;
 mod bucket_word;
 mod builder;
 mod error;
@@ -29,14 +31,12 @@ mod levels;
 mod params;
 mod persist;
 pub mod redisbloom;
-// The compact table will store its buckets in this encoding; until then only its tests use it.
-#[allow(dead_code)]
 mod semi_sorted;
 mod stripe;
 mod sync;
 mod table;
 
-pub use builder::{Builder, DEFAULT_CAPACITY, DEFAULT_MAX_LEVELS};
+pub use builder::{Builder, Layout, DEFAULT_CAPACITY, DEFAULT_MAX_LEVELS};
 pub use error::{BuildError, InsertError, InsertManyError};
 pub use filter::{CuckooFilter, LevelStats};
 pub use hasher::{AHashBuilder, DefaultHashBuilder, PortableHasher};

@@ -6,6 +6,7 @@
 
 use std::hash::{BuildHasher, Hasher};
 
+use crate::bucket_layout::LayoutKind;
 use crate::filter::CuckooFilter;
 use crate::levels::{GrowthPlan, Levels, WidthRule};
 use crate::redisbloom::RedisCuckooFilter;
@@ -69,7 +70,7 @@ pub fn tiny_filter_with_read_attempts(
     read_attempts: u32,
 ) -> CuckooFilter<PassThrough> {
     assert!(read_attempts >= 1);
-    let shape = TableShape::flat(buckets, bits, stripes);
+    let shape = TableShape::flat(LayoutKind::OneWord, buckets, bits, stripes);
     let limits = Limits {
         path_nodes: 16,
         path_depth: 4,
@@ -82,6 +83,7 @@ pub fn tiny_filter_with_read_attempts(
         max_levels: 1,
         base_capacity: 1,
         width: WidthRule::Fixed(bits),
+        layout: LayoutKind::OneWord,
     };
     CuckooFilter::from_parts(Levels::new(table, plan, limits, false), PassThrough)
 }
@@ -94,13 +96,14 @@ pub fn tiny_growing_filter(stripes: usize) -> CuckooFilter<PassThrough> {
         path_depth: 4,
         ..Limits::DEFAULT
     };
-    let shape = TableShape::flat(4, 32, stripes);
+    let shape = TableShape::flat(LayoutKind::OneWord, 4, 32, stripes);
     let plan = GrowthPlan {
         factor: 1,
         max_levels: 2,
         // Two items of 32-bit fingerprints size a level at 4 buckets (see `params`).
         base_capacity: 2,
         width: WidthRule::Fixed(32),
+        layout: LayoutKind::OneWord,
     };
     assert_eq!(plan.level_shape(1).map(|s| s.buckets), Ok(4));
     let table = Table::new(shape, limits, false).expect("tiny table");
@@ -158,6 +161,7 @@ pub fn tiny_levels_filter(
         .iter()
         .map(|&buckets| {
             let shape = TableShape {
+                layout: LayoutKind::OneWord,
                 buckets,
                 bits: 32,
                 stripes,
@@ -172,6 +176,7 @@ pub fn tiny_levels_filter(
         max_levels: levels.len() as u32,
         base_capacity: 2,
         width: WidthRule::Fixed(32),
+        layout: LayoutKind::OneWord,
     };
     CuckooFilter::from_parts(Levels::restore(plan, tables, limits, false), PassThrough)
 }

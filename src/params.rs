@@ -1,59 +1,91 @@
 //! Parameter arithmetic: table size for a capacity, fingerprint width for a rate, and the
 //! expected false-positive rate at a load.
 
-use crate::bucket_word::WordLayout;
+use crate::bucket_layout::{BucketLayout, LayoutKind};
+use crate::bucket_word::{MAX_BITS, MIN_BITS};
 use crate::hashing::{MAX_BUCKETS, MIN_BUCKETS};
 
-/// Fingerprint widths that use their bucket word best: the widest width for each lane count.
+/// One-word fingerprint widths that use their word best: the widest width for each lane count.
 /// Narrower widths with the same lane count cost the same memory and give a higher rate.
 pub(crate) const EFFICIENT_WIDTHS: [u32; 11] = [4, 5, 6, 7, 8, 9, 10, 12, 16, 21, 32];
 
-/// The load a table of `bits`-wide fingerprints is sized for: safely below the load at which
-/// the first insert fails, so that a filter built for `n` items takes all `n`.
+/// The load a table is sized for: at the load where its first insert fails, measured for this
+/// crate's search (`tests/load_factor.rs` checks it; `BENCHMARKS.md` has the figures), less the
+/// spread of that load from table to table, which `buckets_for`'s spare buckets cover.
 ///
-/// First-failure loads were measured for this crate's search (`tests/load_factor.rs` checks
-/// them; the README lists them); the sizing load leaves a few points of headroom under each.
-/// 4-bit fingerprints get more headroom: with only 15 distinct values, a bucket's fingerprints
-/// can move to just 15 other buckets.
-pub(crate) fn sizing_load(bits: u32) -> f64 {
-    match 64 / bits {
-        16 => 0.90,
-        12 => 0.94,
-        5..=10 => 0.95,
-        4 => 0.93,
-        3 => 0.89,
-        _ => 0.80,
+/// One-word layouts keep their earlier sizing (their snapshots promise those capacities). 4-bit
+/// fingerprints get more headroom: with only 15 distinct values, a bucket's fingerprints can
+/// move to just 15 other buckets.
+pub(crate) fn sizing_load(layout: &BucketLayout) -> f64 {
+    match (layout.kind(), layout.slots()) {
+        (LayoutKind::OneWord, 16) => 0.90,
+        (LayoutKind::OneWord, 12) => 0.94,
+        (LayoutKind::OneWord, 5..=10) => 0.95,
+        (LayoutKind::OneWord, 4) => 0.93,
+        (LayoutKind::OneWord, 3) => 0.89,
+        (LayoutKind::OneWord, _) => 0.80,
+        // Four lanes, by width. Tables of 100,000 and 1,000,000 items (12 of each, random
+        // keys) first failed at 0.959-0.971 with 8 bits and 0.969-0.977 with 10 to 17 bits, and
+        // a million sequential integers at 0.966 with 10; 5 to 7 bits at 0.919, 0.929 and 0.949
+        // at the lowest; 4 bits at 0.874-0.881 with a million items but 0.79-0.86 with 40,000
+        // (packed and semi-sorted alike: the search is the same). The
+        // sizing load sits about a point under the lowest first failure seen, the spread of that
+        // load between tables of one size; `buckets_for`'s spare buckets add the spread of small
+        // tables. Narrow fingerprints have few distinct values, so a bucket's fingerprints can
+        // move to few other buckets.
+        (_, _) => match layout.bits() {
+            4 => 0.76,
+            5 => 0.905,
+            6 => 0.915,
+            7 => 0.935,
+            8 => 0.945,
+            9 => 0.95,
+            _ => 0.955,
+        },
     }
 }
 
-/// Probability that a lookup of an absent item matches some stored fingerprint, for a table of
-/// `bits`-wide fingerprints at `load`: each of the `2 * slots * load` occupied lanes it compares
-/// against matches with probability `1 / (2^bits - 1)`.
-pub(crate) fn expected_false_positive_rate(bits: u32, load: f64) -> f64 {
-    let Some(layout) = WordLayout::new(bits) else {
-        return 1.0;
-    };
+/// Items one bucket of `layout` holds at its sizing load.
+pub(crate) fn items_per_bucket(layout: &BucketLayout) -> f64 {
+    f64::from(layout.slots()) * sizing_load(layout)
+}
+
+/// Probability that a lookup of an absent item matches some stored fingerprint, in a table of
+/// `layout` at `load`: each of the `2 * slots * load` occupied lanes it compares against
+/// matches with probability `1 / (2^bits - 1)`.
+pub(crate) fn expected_false_positive_rate(layout: &BucketLayout, load: f64) -> f64 {
     let lanes = 2.0 * f64::from(layout.slots()) * load.clamp(0.0, 1.0);
     let miss_one = 1.0 - 1.0 / layout.max_fingerprint() as f64;
     1.0 - miss_one.powf(lanes)
 }
 
-/// The narrowest efficient width whose rate at the sizing load is at most `rate`.
-pub(crate) fn bits_for_rate(rate: f64) -> Option<u32> {
-    EFFICIENT_WIDTHS
+/// The widths a layout is built with: one-word layouts only the efficient ones, the others every
+/// width.
+fn widths(kind: LayoutKind) -> impl Iterator<Item = u32> {
+    let all = (MIN_BITS..=MAX_BITS).filter(move |_| kind != LayoutKind::OneWord);
+    let efficient = EFFICIENT_WIDTHS
         .into_iter()
-        .find(|&bits| expected_false_positive_rate(bits, sizing_load(bits)) <= rate)
+        .filter(move |_| kind == LayoutKind::OneWord);
+    efficient.chain(all)
 }
 
-/// Buckets needed for `items` items of `bits`-wide fingerprints (an even number, see
-/// `hashing`), or `None` past `MAX_BUCKETS`.
+/// The narrowest width of layout `kind` whose rate at the sizing load is at most `rate`: the
+/// least memory per item for it (within one layout, memory per item grows with the width).
+pub(crate) fn bits_for_rate(kind: LayoutKind, rate: f64) -> Option<u32> {
+    widths(kind).find(|&bits| {
+        BucketLayout::new(kind, bits)
+            .is_some_and(|l| expected_false_positive_rate(&l, sizing_load(&l)) <= rate)
+    })
+}
+
+/// Buckets needed for `items` items in `layout` (an even number, see `hashing`), or `None` past
+/// `MAX_BUCKETS`.
 ///
 /// The load at which the first insert fails varies from table to table by about the inverse
 /// square root of the bucket count, so small tables get `2 * sqrt(buckets)` spare buckets (a
 /// tenth of a percent at a million buckets).
-pub(crate) fn buckets_for(items: usize, bits: u32) -> Option<usize> {
-    let per_bucket = f64::from(64 / bits) * sizing_load(bits);
-    let needed = items as f64 / per_bucket;
+pub(crate) fn buckets_for(items: usize, layout: &BucketLayout) -> Option<usize> {
+    let needed = items as f64 / items_per_bucket(layout);
     let buckets = (needed + 2.0 * needed.sqrt())
         .ceil()
         .max(MIN_BUCKETS as f64);
@@ -61,29 +93,29 @@ pub(crate) fn buckets_for(items: usize, bits: u32) -> Option<usize> {
     (even <= MAX_BUCKETS as f64).then_some(even as usize)
 }
 
-/// The most items a table of `buckets` buckets of `bits`-wide fingerprints is sized for: the
-/// inverse of [`buckets_for`], so a table built for `n` items promises at least `n`, and small
-/// tables keep their spare buckets as headroom.
-pub(crate) fn items_for(buckets: usize, bits: u32) -> usize {
-    let per_bucket = f64::from(64 / bits) * sizing_load(bits);
+/// The most items a table of `buckets` buckets of `layout` is sized for: the inverse of
+/// [`buckets_for`], so a table built for `n` items promises at least `n`, and small tables keep
+/// their spare buckets as headroom.
+pub(crate) fn items_for(buckets: usize, layout: &BucketLayout) -> usize {
     // buckets >= needed + 2 sqrt(needed)  <=>  sqrt(needed) <= sqrt(1 + buckets) - 1.
     let root = (1.0 + buckets as f64).sqrt() - 1.0;
-    let mut items = (root * root * per_bucket) as usize;
+    let mut items = (root * root * items_per_bucket(layout)) as usize;
     // Float rounding may land one off either side of the exact inverse.
-    while items > 0 && buckets_for(items, bits).is_none_or(|b| b > buckets) {
+    while items > 0 && buckets_for(items, layout).is_none_or(|b| b > buckets) {
         items -= 1;
     }
-    while buckets_for(items + 1, bits).is_some_and(|b| b <= buckets) {
+    while buckets_for(items + 1, layout).is_some_and(|b| b <= buckets) {
         items += 1;
     }
     items
 }
 
-/// Buckets that hold `items` items of `bits`-wide fingerprints at exactly the sizing load (an
-/// even number), without the spare buckets of [`buckets_for`]; `None` past `MAX_BUCKETS`.
-pub(crate) fn buckets_at_sizing_load(items: usize, bits: u32) -> Option<usize> {
-    let per_bucket = f64::from(64 / bits) * sizing_load(bits);
-    let buckets = (items as f64 / per_bucket).ceil().max(MIN_BUCKETS as f64);
+/// Buckets that hold `items` items of `layout` at exactly the sizing load (an even number),
+/// without the spare buckets of [`buckets_for`]; `None` past `MAX_BUCKETS`.
+pub(crate) fn buckets_at_sizing_load(items: usize, layout: &BucketLayout) -> Option<usize> {
+    let buckets = (items as f64 / items_per_bucket(layout))
+        .ceil()
+        .max(MIN_BUCKETS as f64);
     let even = buckets + buckets % 2.0;
     (even <= MAX_BUCKETS as f64).then_some(even as usize)
 }
@@ -113,21 +145,31 @@ pub(crate) fn rate_is_valid(rate: f64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bucket_word::MAX_BITS;
+
+    const KINDS: [LayoutKind; 2] = [LayoutKind::OneWord, LayoutKind::Packed];
+
+    fn layout(kind: LayoutKind, bits: u32) -> BucketLayout {
+        BucketLayout::new(kind, bits).unwrap()
+    }
 
     #[test]
     fn rate_grows_with_load_and_shrinks_with_width() {
-        for bits in 4..=MAX_BITS {
-            let low = expected_false_positive_rate(bits, 0.5);
-            let high = expected_false_positive_rate(bits, 0.9);
-            assert!(low < high, "bits={bits}");
-            assert_eq!(expected_false_positive_rate(bits, 0.0), 0.0);
-        }
-        for pair in EFFICIENT_WIDTHS.windows(2) {
-            let (narrow, wide) = (pair[0], pair[1]);
-            assert!(
-                expected_false_positive_rate(wide, 0.9) < expected_false_positive_rate(narrow, 0.9)
-            );
+        for kind in KINDS {
+            for bits in MIN_BITS..=MAX_BITS {
+                let l = layout(kind, bits);
+                let low = expected_false_positive_rate(&l, 0.5);
+                let high = expected_false_positive_rate(&l, 0.9);
+                assert!(low < high, "{kind:?} bits={bits}");
+                assert_eq!(expected_false_positive_rate(&l, 0.0), 0.0);
+            }
+            let widths: Vec<u32> = widths(kind).collect();
+            for pair in widths.windows(2) {
+                let (narrow, wide) = (layout(kind, pair[0]), layout(kind, pair[1]));
+                assert!(
+                    expected_false_positive_rate(&wide, 0.9)
+                        < expected_false_positive_rate(&narrow, 0.9)
+                );
+            }
         }
     }
 
@@ -135,45 +177,64 @@ mod tests {
     fn rate_matches_the_small_rate_approximation() {
         // 2 * slots * load / (2^f - 1) for 16-bit fingerprints, 4 lanes, 95 % load.
         let approx = 2.0 * 4.0 * 0.95 / 65535.0;
-        let exact = expected_false_positive_rate(16, 0.95);
-        assert!((exact / approx - 1.0).abs() < 1e-3, "{exact} vs {approx}");
+        for kind in KINDS {
+            let exact = expected_false_positive_rate(&layout(kind, 16), 0.95);
+            assert!((exact / approx - 1.0).abs() < 1e-3, "{exact} vs {approx}");
+        }
     }
 
     #[test]
     fn bits_for_rate_picks_the_narrowest_width_that_meets_the_rate() {
-        for rate in [0.5, 0.1, 0.03, 0.01, 0.001, 1e-4, 1e-6, 1e-9] {
-            let bits = bits_for_rate(rate).unwrap();
-            assert!(expected_false_positive_rate(bits, sizing_load(bits)) <= rate);
-            let narrower = EFFICIENT_WIDTHS.iter().filter(|&&w| w < bits);
-            for &w in narrower {
-                assert!(expected_false_positive_rate(w, sizing_load(w)) > rate);
+        for kind in KINDS {
+            let at_sizing = |bits| {
+                let l = layout(kind, bits);
+                expected_false_positive_rate(&l, sizing_load(&l))
+            };
+            for rate in [0.5, 0.1, 0.03, 0.01, 0.001, 1e-4, 1e-6, 1e-8] {
+                let bits = bits_for_rate(kind, rate).unwrap();
+                assert!(at_sizing(bits) <= rate);
+                for w in widths(kind).filter(|&w| w < bits) {
+                    assert!(at_sizing(w) > rate, "{kind:?} {rate} {w}");
+                }
             }
+            assert_eq!(bits_for_rate(kind, at_sizing(MAX_BITS) / 2.0), None);
         }
-        let lowest = expected_false_positive_rate(MAX_BITS, sizing_load(MAX_BITS));
-        assert_eq!(bits_for_rate(lowest / 2.0), None);
+        // The packed layout meets 1 % with 10-bit fingerprints, 3 % with 8.
+        assert_eq!(bits_for_rate(LayoutKind::Packed, 0.01), Some(10));
+        assert_eq!(bits_for_rate(LayoutKind::Packed, 0.03), Some(8));
     }
 
     #[test]
     fn buckets_for_respects_sizing_load_and_limits() {
-        let b = buckets_for(3_000_000, 16).unwrap();
-        assert!(b as f64 * 4.0 * sizing_load(16) >= 3_000_000.0);
+        let sixteen = layout(LayoutKind::OneWord, 16);
+        let b = buckets_for(3_000_000, &sixteen).unwrap();
+        assert!(b as f64 * 4.0 * sizing_load(&sixteen) >= 3_000_000.0);
         assert_eq!(b % 2, 0);
-        assert_eq!(buckets_for(1, 16), Some(2));
-        assert_eq!(buckets_for(0, 8), Some(2));
-        assert_eq!(buckets_for(9, 32), Some(12));
-        assert_eq!(buckets_for(usize::MAX, 16), None);
-        assert_eq!(buckets_for(usize::MAX / 3, 32), None);
+        assert_eq!(buckets_for(1, &sixteen), Some(2));
+        assert_eq!(buckets_for(0, &layout(LayoutKind::OneWord, 8)), Some(2));
+        assert_eq!(buckets_for(9, &layout(LayoutKind::OneWord, 32)), Some(12));
+        assert_eq!(buckets_for(usize::MAX, &sixteen), None);
+        assert_eq!(
+            buckets_for(usize::MAX / 3, &layout(LayoutKind::OneWord, 32)),
+            None
+        );
+        let packed = layout(LayoutKind::Packed, 10);
+        let b = buckets_for(1_000_000, &packed).unwrap();
+        assert!(b as f64 * 4.0 * sizing_load(&packed) >= 1_000_000.0);
     }
 
     #[test]
     fn items_for_inverts_buckets_for() {
-        for bits in [4, 8, 12, 16, 32] {
-            for items in (1..2_000).chain([12_345, 1_000_000, 123_456_789]) {
-                let buckets = buckets_for(items, bits).unwrap();
-                let promised = items_for(buckets, bits);
-                assert!(promised >= items, "bits={bits} items={items}: {promised}");
-                assert!(buckets_for(promised, bits).unwrap() <= buckets);
-                assert!(buckets_for(promised + 1, bits).unwrap() > buckets);
+        for kind in KINDS {
+            for bits in [4, 8, 12, 16, 32] {
+                let l = layout(kind, bits);
+                for items in (1..2_000).chain([12_345, 1_000_000, 123_456_789]) {
+                    let buckets = buckets_for(items, &l).unwrap();
+                    let promised = items_for(buckets, &l);
+                    assert!(promised >= items, "bits={bits} items={items}: {promised}");
+                    assert!(buckets_for(promised, &l).unwrap() <= buckets);
+                    assert!(buckets_for(promised + 1, &l).unwrap() > buckets);
+                }
             }
         }
     }

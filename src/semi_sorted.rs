@@ -157,6 +157,7 @@ pub(crate) fn occupied(f: u32, code: u128) -> u32 {
 }
 
 /// `code` with `fp` (a fingerprint, `1..2^f`) in one more lane, or `None` when all four are full.
+#[cfg(test)]
 pub(crate) fn with_inserted(f: u32, code: u128, fp: u32) -> Option<u128> {
     debug_assert!(fp != 0, "0 marks an empty lane");
     let mut lanes = decode(f, code);
@@ -170,6 +171,7 @@ pub(crate) fn with_inserted(f: u32, code: u128, fp: u32) -> Option<u128> {
 
 /// `code` with one lane holding `fp` (a fingerprint, `1..2^f`) emptied, or `None` when no lane
 /// holds it.
+#[cfg(test)]
 pub(crate) fn with_removed(f: u32, code: u128, fp: u32) -> Option<u128> {
     debug_assert!(fp != 0, "0 marks an empty lane");
     let mut lanes = decode(f, code);

@@ -112,6 +112,8 @@ impl Stripe {
 pub(crate) struct StripeSet {
     stripes: Box<[Stripe]>,
     mask: usize,
+    /// Buckets `b` with the same `b >> group_shift` share a stripe (see `grouped`).
+    group_shift: u32,
     /// Closed while a save copies the table: writers wait, see `freeze`.
     frozen: Gate,
 }
@@ -119,10 +121,17 @@ pub(crate) struct StripeSet {
 impl StripeSet {
     /// `count` stripes; `count` must be a power of two.
     pub(crate) fn new(count: usize) -> Self {
+        Self::grouped(count, 0)
+    }
+
+    /// `count` stripes, each guarding runs of `2^group_shift` consecutive buckets: a table whose
+    /// words hold several buckets groups them so that every word belongs to one stripe.
+    pub(crate) fn grouped(count: usize, group_shift: u32) -> Self {
         debug_assert!(count.is_power_of_two());
         StripeSet {
             stripes: (0..count).map(|_| Stripe::new()).collect(),
             mask: count - 1,
+            group_shift,
             frozen: Gate::new(),
         }
     }
@@ -135,7 +144,7 @@ impl StripeSet {
     /// Stripe index of a bucket.
     #[inline]
     fn index_of(&self, bucket: usize) -> usize {
-        bucket & self.mask
+        (bucket >> self.group_shift) & self.mask
     }
 
     /// The stripe that guards `bucket`.

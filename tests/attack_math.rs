@@ -10,7 +10,7 @@
 
 mod attack_util;
 
-use atomic_cuckoo::{Builder, CuckooFilter};
+use atomic_cuckoo::{Builder, CuckooFilter, Layout};
 use attack_util::{geos, seed, Geo, Id, Rng, Snapshot};
 
 #[derive(Clone, Copy, Debug)]
@@ -24,6 +24,8 @@ fn build(capacity: usize, w: W, expansion: u32, max_levels: u32) -> CuckooFilter
         .capacity(capacity)
         .expansion(expansion)
         .max_levels(max_levels)
+        // The snapshot model here reads buckets as one word each.
+        .layout(Layout::OneWord)
         .huge_pages(false)
         .hasher(Id);
     let b = match w {

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use atomic_cuckoo::{Builder, CuckooFilter, PersistError};
+use atomic_cuckoo::{Builder, CuckooFilter, Layout, PersistError};
 use attack_util::{seed, Rng, Snapshot};
 
 #[derive(Clone, Copy, Debug)]
@@ -27,6 +27,8 @@ fn build(capacity: usize, w: W, expansion: u32, max_levels: u32) -> CuckooFilter
         .capacity(capacity)
         .expansion(expansion)
         .max_levels(max_levels)
+        // The snapshot model here reads buckets as one word each.
+        .layout(Layout::OneWord)
         .huge_pages(false);
     match w {
         W::Bits(bits) => b.fingerprint_bits(bits),

@@ -2,7 +2,7 @@
 
 use std::hash::BuildHasherDefault;
 
-use atomic_cuckoo::{BuildError, CuckooFilter, DEFAULT_CAPACITY};
+use atomic_cuckoo::{BuildError, CuckooFilter, Layout, DEFAULT_CAPACITY};
 
 #[test]
 fn zero_capacity_is_an_error() {
@@ -38,6 +38,7 @@ fn a_table_the_system_cannot_allocate_is_an_error() {
         Some(bytes) if bytes < 30 << 30 => {
             let err = CuckooFilter::builder()
                 .capacity(items)
+                .layout(Layout::OneWord)
                 .fingerprint_bits(32)
                 .build()
                 .unwrap_err();
@@ -112,15 +113,18 @@ fn fingerprint_widths_outside_4_to_32_are_errors() {
 
 #[test]
 fn the_rate_picks_the_narrowest_sufficient_width() {
-    // Expected rate at the sizing load, per width: 6: 2.6e-1, 7: 1.3e-1, 8: 5.8e-2, 9: 2.6e-2,
-    // 10: 1.1e-2, 12: 2.3e-3, 16: 1.1e-4, 21: 2.6e-6, 32: 7.5e-10.
+    // Four fingerprints a bucket; expected rate 1 - (1 - 1/(2^f - 1))^(8 × sizing load) at the
+    // sizing load, per width: 6: 1.1e-1 (0.915), 7: 5.8e-2 (0.935), 8: 2.9e-2 (0.945),
+    // 9: 1.5e-2 (0.95), 10: 7.4e-3, 12: 1.9e-3, 13: 9.3e-4, 19: 1.5e-5, 20: 7.3e-6, 26: 1.1e-7,
+    // 27: 5.7e-8 (0.955).
     let cases = [
-        (0.3, 6),
-        (0.05, 9),
-        (0.01, 12),
-        (0.001, 16),
-        (1e-5, 21),
-        (1e-7, 32),
+        (0.1, 7),
+        (0.05, 8),
+        (0.03, 8),
+        (0.01, 10),
+        (0.001, 13),
+        (1e-5, 20),
+        (1e-7, 27),
     ];
     for (rate, bits) in cases {
         let f = CuckooFilter::builder()
@@ -146,8 +150,9 @@ fn an_explicit_width_wins_over_a_rate() {
 fn defaults_are_documented_values() {
     let f = CuckooFilter::builder().build().unwrap();
     assert!(f.capacity() >= DEFAULT_CAPACITY);
-    assert_eq!(f.fingerprint_bits(), 12);
-    assert_eq!(CuckooFilter::with_capacity(5).fingerprint_bits(), 12);
+    assert_eq!(f.fingerprint_bits(), 10);
+    assert_eq!(f.layout(), Layout::Packed);
+    assert_eq!(CuckooFilter::with_capacity(5).fingerprint_bits(), 10);
 }
 
 #[test]

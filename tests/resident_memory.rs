@@ -45,7 +45,7 @@ fn growing_filter() -> CuckooFilter {
 }
 
 /// Fills `filter` to 95 % of its capacity, still on one level, and waits until the level it
-/// prepares ahead (32 × 2.1 MiB) is resident: at least 60 MiB above `base` and its own memory,
+/// prepares ahead (32 × about 1.5 MiB) is resident: at least 40 MiB above `base` and its own memory,
 /// and no longer growing.
 fn fill_until_next_level_is_prepared(filter: &CuckooFilter, base: usize) {
     let items = filter.capacity() as u64 * 95 / 100;
@@ -59,7 +59,7 @@ fn fill_until_next_level_is_prepared(filter: &CuckooFilter, base: usize) {
     let mut last = 0;
     loop {
         let held = resident().saturating_sub(base);
-        if held >= filter.memory_usage() + 60 * MIB && held == last {
+        if held >= filter.memory_usage() + 40 * MIB && held == last {
             println!(
                 "filled: {} MiB resident above the start, memory_usage {} MiB",
                 held / MIB,

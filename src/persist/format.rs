@@ -3,7 +3,8 @@
 //! Everything is little-endian and a whole number of `u64` words, which is also how the
 //! checksum reads it.
 
-use crate::bucket_word::{WordLayout, MAX_BITS, MIN_BITS};
+use crate::bucket_layout::{BucketLayout, LayoutKind};
+use crate::bucket_word::{MAX_BITS, MIN_BITS};
 use crate::hashing::{MAX_BUCKETS, MIN_BUCKETS};
 use crate::levels::{GrowthPlan, WidthRule};
 use crate::params;
@@ -12,10 +13,13 @@ use super::PersistError;
 
 /// First 8 bytes of every snapshot.
 pub(crate) const MAGIC: [u8; 8] = *b"ATCUCKOO";
-/// Format version written by this build, the only one it reads. Version 2: levels nest, and
-/// fingerprints are the top bits of the hash's low word (version 1 derived keys differently, so
+/// Format version written by this build. Version 3: the header's flags name the bucket layout
+/// (one word per bucket, packed, semi-sorted), and a level's block holds the layout's words.
+pub(crate) const VERSION: u16 = 3;
+/// The oldest version this build reads. Version 2: levels nest, fingerprints are the top bits of
+/// the hash's low word, and every bucket is one word (version 1 derived keys differently, so
 /// its tables cannot be read with version 2's mapping).
-pub(crate) const VERSION: u16 = 2;
+pub(crate) const OLDEST_VERSION: u16 = 2;
 /// Words in the file header.
 pub(crate) const HEADER_WORDS: usize = 8;
 /// Words in a level header.
@@ -29,6 +33,21 @@ const MAX_LEVELS: u32 = 64;
 
 const RULE_FIXED_BITS: u32 = 1;
 const RULE_TARGET_RATE: u32 = 2;
+
+/// The layout codes of the header's flags (version 3).
+const LAYOUTS: [(u16, LayoutKind); 3] = [
+    (0, LayoutKind::OneWord),
+    (1, LayoutKind::Packed),
+    (2, LayoutKind::SemiSorted),
+];
+
+fn layout_code(kind: LayoutKind) -> u16 {
+    LAYOUTS
+        .iter()
+        .find(|(_, k)| *k == kind)
+        .map(|&(code, _)| code)
+        .expect("every layout has a code")
+}
 
 /// The file header.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -47,7 +66,9 @@ impl Header {
         };
         [
             u64::from_le_bytes(MAGIC),
-            u64::from(VERSION) | u64::from(rule) << 32,
+            u64::from(VERSION)
+                | u64::from(layout_code(self.plan.layout)) << 16
+                | u64::from(rule) << 32,
             u64::from(bits) | u64::from(self.plan.factor) << 32,
             u64::from(self.plan.max_levels) | u64::from(self.levels) << 32,
             rate.to_bits(),
@@ -64,14 +85,17 @@ impl Header {
             return Err(PersistError::BadMagic);
         }
         let version = w[1] as u16;
-        if version != VERSION {
+        if !(OLDEST_VERSION..=VERSION).contains(&version) {
             return Err(PersistError::UnsupportedVersion { version });
         }
         let invalid = |field| Err(PersistError::InvalidParameter { field });
         let (flags, rule) = ((w[1] >> 16) as u16, (w[1] >> 32) as u32);
-        if flags != 0 {
-            return invalid("flags");
-        }
+        // Version 2 has no layout: its buckets are one word each, and its flags are reserved.
+        let layout = match LAYOUTS.iter().find(|&&(code, _)| code == flags) {
+            Some(&(_, kind)) if version > 2 || kind == LayoutKind::OneWord => kind,
+            _ if version == 2 => return invalid("flags"),
+            _ => return invalid("bucket layout (unknown)"),
+        };
         let (bits, factor) = (w[2] as u32, (w[2] >> 32) as u32);
         let (max_levels, levels) = (w[3] as u32, (w[3] >> 32) as u32);
         let rate = f64::from_bits(w[4]);
@@ -101,6 +125,7 @@ impl Header {
             max_levels,
             base_capacity,
             width,
+            layout,
         };
         if plan.level_bits(max_levels - 1).is_err() {
             return invalid("false-positive rate (unreachable)");
@@ -120,6 +145,8 @@ pub(crate) struct LevelHeader {
     pub(crate) bits: u32,
     pub(crate) buckets: usize,
     pub(crate) items: u64,
+    /// Words of the level's block (from the layout; not stored).
+    pub(crate) words: usize,
 }
 
 impl LevelHeader {
@@ -127,15 +154,18 @@ impl LevelHeader {
         [u64::from(self.bits), self.buckets as u64, self.items]
     }
 
-    /// Decodes and validates a level header: width in range, bucket count even and within the
-    /// largest table, no more items than slots.
-    pub(crate) fn decode(w: &[u64; LEVEL_HEADER_WORDS]) -> Result<Self, PersistError> {
+    /// Decodes and validates a level header of a filter of layout `kind`: width in range,
+    /// bucket count even and within the largest table, no more items than slots.
+    pub(crate) fn decode(
+        w: &[u64; LEVEL_HEADER_WORDS],
+        kind: LayoutKind,
+    ) -> Result<Self, PersistError> {
         let invalid = |field| Err(PersistError::InvalidParameter { field });
         let (bits, reserved) = (w[0] as u32, (w[0] >> 32) as u32);
         if reserved != 0 {
             return invalid("level reserved field");
         }
-        let Some(layout) = WordLayout::new(bits) else {
+        let Some(layout) = BucketLayout::new(kind, bits) else {
             return invalid("level fingerprint width");
         };
         let buckets = w[1];
@@ -145,10 +175,16 @@ impl LevelHeader {
         if w[2] > buckets * u64::from(layout.slots()) {
             return invalid("level item count");
         }
+        let words = layout
+            .words_for(buckets as usize)
+            .ok_or(PersistError::InvalidParameter {
+                field: "level bucket count",
+            })?;
         Ok(LevelHeader {
             bits,
             buckets: buckets as usize,
             items: w[2],
+            words,
         })
     }
 }

@@ -200,6 +200,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
                         bits: shape.bits,
                         buckets: shape.buckets,
                         items: table.len() as u64,
+                        words: table.word_count(),
                     };
                     out.words(level.encode())?;
                     out.words(table.frozen_words(held))?;
@@ -240,7 +241,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
         let words: usize = self
             .levels_ref()
             .all()
-            .map(|t| LEVEL_HEADER_WORDS + t.shape().buckets)
+            .map(|t| LEVEL_HEADER_WORDS + t.word_count())
             .sum();
         8 * (HEADER_WORDS + words + 1)
     }
@@ -272,7 +273,8 @@ impl<S: BuildHasher> CuckooFilter<S> {
         let mut tables = Vec::with_capacity(header.levels as usize);
         let mut total = 0u64;
         for i in 0..header.levels {
-            let level = LevelHeader::decode(&input.array::<LEVEL_HEADER_WORDS>()?)?;
+            let level =
+                LevelHeader::decode(&input.array::<LEVEL_HEADER_WORDS>()?, header.plan.layout)?;
             // Levels nest (see `hashing`): each one's shape follows from the plan, and only
             // that shape interprets its fingerprints correctly.
             let shape = header
@@ -380,10 +382,46 @@ fn expected_len(bytes: &[u8]) -> Result<usize, PersistError> {
         for (i, w) in level.iter_mut().enumerate() {
             *w = word_at(at + i)?;
         }
-        let level = LevelHeader::decode(&level)?;
-        at += LEVEL_HEADER_WORDS + level.buckets;
+        let level = LevelHeader::decode(&level, header.plan.layout)?;
+        at += LEVEL_HEADER_WORDS + level.words;
     }
     Ok(8 * (at + 1))
+}
+
+/// The occupied lanes of a restored level's words, after checking that every bucket holds a
+/// code its layout can store and that the bits past the last bucket are zero.
+fn occupied_lanes(shape: &TableShape, words: &[AtomicU64]) -> Result<u64, PersistError> {
+    let layout = shape
+        .bucket_layout()
+        .ok_or(PersistError::InvalidParameter {
+            field: "level fingerprint width",
+        })?;
+    // Relaxed: the table is not shared yet.
+    let word = |i: usize| words.get(i).map_or(0, |w| w.load(Ordering::Relaxed));
+    let mut occupied = 0u64;
+    for bucket in 0..shape.buckets {
+        let (first, shift) = layout.locate(bucket);
+        let code = layout.code_at([word(first), word(first + 1), word(first + 2)], shift);
+        if !layout.is_valid_code(code) {
+            return Err(PersistError::InvalidParameter {
+                field: "bucket (bits outside every lane)",
+            });
+        }
+        occupied +=
+            u64::from(layout.occupied(
+                &layout.bucket_at([word(first), word(first + 1), word(first + 2)], shift),
+            ));
+    }
+    // The bits past the last bucket, up to the end of the block.
+    let end = shape.buckets as u64 * u64::from(layout.stride());
+    let (last, shift) = ((end / 64) as usize, (end % 64) as u32);
+    let partial = word(last).checked_shr(shift).unwrap_or(0);
+    if partial != 0 || (last + 1..words.len()).any(|i| word(i) != 0) {
+        return Err(PersistError::InvalidParameter {
+            field: "bucket block (bits past the last bucket)",
+        });
+    }
+    Ok(occupied)
 }
 
 /// Writes words little-endian in chunks, checksumming them.
@@ -489,59 +527,42 @@ impl<R: Read> WordReader<R> {
         Ok(())
     }
 
-    /// Reads one level's bucket words into a table, checking each word and the item count.
+    /// Reads one level's bucket words into a table, checking every bucket and the item count.
     fn table(&mut self, level: LevelHeader, shape: TableShape) -> Result<Table, PersistError> {
         debug_assert_eq!((shape.buckets, shape.bits), (level.buckets, level.bits));
-        let layout = crate::bucket_word::WordLayout::new(level.bits).ok_or(
-            PersistError::InvalidParameter {
-                field: "level fingerprint width",
-            },
-        )?;
-        let (mut occupied, mut stray_bits) = (0u64, 0u64);
-        let mut check = |w: u64| {
-            stray_bits |= w & !layout.lane_bits();
-            occupied += u64::from(layout.occupied(w));
-        };
+        debug_assert_eq!(shape.words(), Some(level.words));
         let words = match self.allocation {
             Allocation::Upfront => {
-                let words = BucketWords::zeroed(level.buckets, true)
+                let words = BucketWords::zeroed(level.words, true)
                     .map_err(|e| PersistError::AllocationFailed { bytes: e.bytes })?;
                 let mut next = words.iter();
-                self.words(level.buckets, |w| {
-                    check(w);
+                self.words(level.words, |w| {
                     // Relaxed: the table is not shared yet.
                     next.next()
-                        .expect("one word per bucket")
+                        .expect("as many words as the level's block")
                         .store(w, Ordering::Relaxed);
                 })?;
                 words
             }
             Allocation::AsDataArrives => {
                 let mut words: Vec<AtomicU64> = Vec::new();
-                while words.len() < level.buckets {
+                while words.len() < level.words {
                     // Room for as many words again as were read (1 MiB at first), never more
                     // than the level has left: the reallocations copy fewer than twice the
                     // level's words in all, and the last one leaves no spare room to shrink.
                     let room = words.len().max(GROW_STEP_WORDS);
-                    let take = (level.buckets - words.len()).min(room);
+                    let take = (level.words - words.len()).min(room);
                     words
                         .try_reserve_exact(take)
                         .map_err(|_| PersistError::AllocationFailed {
-                            bytes: level.buckets.saturating_mul(8),
+                            bytes: level.words.saturating_mul(8),
                         })?;
-                    self.words(take, |w| {
-                        check(w);
-                        words.push(AtomicU64::new(w));
-                    })?;
+                    self.words(take, |w| words.push(AtomicU64::new(w)))?;
                 }
                 BucketWords::from_boxed(words.into_boxed_slice(), true)
             }
         };
-        if stray_bits != 0 {
-            return Err(PersistError::InvalidParameter {
-                field: "bucket word (bits outside every lane)",
-            });
-        }
+        let occupied = occupied_lanes(&shape, &words)?;
         if occupied != level.items {
             return Err(PersistError::CountMismatch {
                 what: "level",

@@ -5,6 +5,7 @@
 //! exactly that of `lookup` and `insert`.
 
 use super::{Lookup, Table};
+use crate::bucket_layout::Bucket;
 use crate::hashing::ItemKey;
 use crate::sync::Ordering;
 
@@ -25,7 +26,7 @@ impl Table {
         debug_assert!(keys.len() <= BATCH && out.len() == keys.len());
         let mut buckets = [(0usize, 0usize); BATCH];
         let mut begun = [0u64; BATCH];
-        let mut words = [(0u64, 0u64); BATCH];
+        let mut words = [(Bucket::default(), Bucket::default()); BATCH];
         for (i, &key) in keys.iter().enumerate() {
             buckets[i] = self.buckets_of(key);
         }
@@ -35,8 +36,8 @@ impl Table {
             let (a, b) = buckets[i];
             begun[i] = self.stripes.of(a).read_begin();
             words[i] = (
-                self.word(a).load(Ordering::Acquire),
-                self.word(b).load(Ordering::Acquire),
+                self.load(a, Ordering::Acquire),
+                self.load(b, Ordering::Acquire),
             );
         }
         // Phase 2: answers, exactly as `lookup` gives them: a hit needs no validation; a miss
@@ -45,7 +46,7 @@ impl Table {
         for (i, &key) in keys.iter().enumerate() {
             let (a, _) = buckets[i];
             let fp = key.fingerprint;
-            let (first, second) = words[i];
+            let (first, second) = &words[i];
             out[i] = if self.layout.holds(first, fp) | self.layout.holds(second, fp) {
                 Lookup::Present
             } else if self.stripes.of(a).read_validate(begun[i]) {
@@ -61,7 +62,7 @@ impl Table {
     #[inline]
     pub(crate) fn prefetch(&self, key: ItemKey) {
         let (a, b) = self.buckets_of(key);
-        super::storage::prefetch(&self.words[a]);
-        super::storage::prefetch(&self.words[b]);
+        self.prefetch_bucket(a);
+        self.prefetch_bucket(b);
     }
 }

@@ -9,10 +9,35 @@ mod read;
 mod storage;
 mod write;
 
-use crate::bucket_word::WordLayout;
+use crate::bucket_layout::{Access, Span};
+use crate::bucket_layout::{Bucket, BucketLayout, LayoutKind};
 use crate::hashing::{ItemKey, KeyMapper, Nesting};
 use crate::stripe::{FreezeGuard, StripeSet};
-use crate::sync::{AtomicU64, Ordering};
+
+/// How many consecutive buckets share a stripe: the runs that fill whole words (see
+/// `BucketLayout::word_group_shift`), so that every word belongs to one stripe.
+fn stripe_group_shift(layout: &BucketLayout) -> u32 {
+    // Mutant `words_shared_by_stripes`: a stripe per bucket, as in a one-word table, so that
+    // writers holding different stripes load and store the same word.
+    if cfg!(loom_mutant = "words_shared_by_stripes") {
+        return 0;
+    }
+    layout.word_group_shift()
+}
+
+/// [`Access`] as a const generic parameter of the specialised hot paths.
+const WITHIN: u8 = 0;
+const STRADDLING: u8 = 1;
+const GENERAL: u8 = 2;
+
+const fn access_code(access: Access) -> u8 {
+    match access {
+        Access::Within => WITHIN,
+        Access::Straddling => STRADDLING,
+        Access::General => GENERAL,
+    }
+}
+use crate::sync::Ordering;
 
 pub(crate) use batch::{BATCH, PREFETCH_AHEAD};
 pub(crate) use read::Lookup;
@@ -45,6 +70,8 @@ impl Limits {
 /// The shape of a table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct TableShape {
+    /// How the buckets are laid out in the words.
+    pub(crate) layout: LayoutKind,
     pub(crate) buckets: usize,
     pub(crate) bits: u32,
     pub(crate) stripes: usize,
@@ -56,14 +83,26 @@ pub(crate) struct TableShape {
 
 impl TableShape {
     /// A table that nests only in itself: a filter's first level.
-    pub(crate) fn flat(buckets: usize, bits: u32, stripes: usize) -> Self {
+    pub(crate) fn flat(layout: LayoutKind, buckets: usize, bits: u32, stripes: usize) -> Self {
         TableShape {
+            layout,
             buckets,
             bits,
             stripes,
             base_buckets: buckets,
             base_bits: bits,
         }
+    }
+
+    /// The bucket geometry; `None` when the width is out of range for the layout.
+    pub(crate) fn bucket_layout(&self) -> Option<BucketLayout> {
+        BucketLayout::new(self.layout, self.bits)
+    }
+
+    /// Words of the table's array (see `BucketLayout::words_for`); `None` when the shape is
+    /// invalid or the count overflows.
+    pub(crate) fn words(&self) -> Option<usize> {
+        self.bucket_layout()?.words_for(self.buckets)
     }
 
     /// How keys are derived in this table.
@@ -85,7 +124,7 @@ pub(crate) struct AllocationFailed {
 
 pub(crate) struct Table {
     shape: TableShape,
-    layout: WordLayout,
+    layout: BucketLayout,
     mapper: KeyMapper,
     words: BucketWords,
     stripes: StripeSet,
@@ -103,13 +142,18 @@ impl Table {
     ) -> Result<Self, AllocationFailed> {
         // The search's nodes store depths in a u8 and parents in a u32 below a sentinel.
         debug_assert!(limits.path_depth < 255 && limits.path_nodes < u32::MAX);
-        let layout = WordLayout::new(shape.bits).expect("fingerprint width validated by caller");
+        let layout = shape
+            .bucket_layout()
+            .expect("fingerprint width validated by caller");
+        let words = layout
+            .words_for(shape.buckets)
+            .ok_or(AllocationFailed { bytes: usize::MAX })?;
         Ok(Table {
             shape,
             layout,
             mapper: KeyMapper::new(shape.nesting()),
-            words: BucketWords::zeroed(shape.buckets, huge_pages)?,
-            stripes: StripeSet::new(shape.stripes),
+            words: BucketWords::zeroed(words, huge_pages)?,
+            stripes: StripeSet::grouped(shape.stripes, stripe_group_shift(&layout)),
             limits,
         })
     }
@@ -126,16 +170,19 @@ impl Table {
         self.words.resident_pages()
     }
 
-    /// A table holding `words` (checked by the caller: lanes in range, `items` of them full).
+    /// A table holding `words` (checked by the caller: as many as `shape.words()`, every
+    /// bucket a valid code, bits past the last bucket zero, `items` lanes full).
     pub(crate) fn from_words(
         shape: TableShape,
         words: BucketWords,
         items: usize,
         limits: Limits,
     ) -> Self {
-        let layout = WordLayout::new(shape.bits).expect("fingerprint width validated by caller");
-        debug_assert_eq!(words.len(), shape.buckets);
-        let mut stripes = StripeSet::new(shape.stripes);
+        let layout = shape
+            .bucket_layout()
+            .expect("fingerprint width validated by caller");
+        debug_assert_eq!(Some(words.len()), layout.words_for(shape.buckets));
+        let mut stripes = StripeSet::grouped(shape.stripes, stripe_group_shift(&layout));
         stripes.set_items(items);
         Table {
             shape,
@@ -168,7 +215,7 @@ impl Table {
         self.shape
     }
 
-    pub(crate) fn layout(&self) -> &WordLayout {
+    pub(crate) fn layout(&self) -> &BucketLayout {
         &self.layout
     }
 
@@ -185,7 +232,12 @@ impl Table {
 
     /// Total slots.
     pub(crate) fn slots(&self) -> usize {
-        self.words.len() * self.layout.slots() as usize
+        self.shape.buckets * self.layout.slots() as usize
+    }
+
+    /// Words of the table's array.
+    pub(crate) fn word_count(&self) -> usize {
+        self.words.len()
     }
 
     /// Items stored (exact when no writer is running).
@@ -200,7 +252,7 @@ impl Table {
 
     /// Items the table is sized for (see `params::items_for`): at least what it was built for.
     pub(crate) fn item_capacity(&self) -> usize {
-        crate::params::items_for(self.shape.buckets, self.layout.bits())
+        crate::params::items_for(self.shape.buckets, &self.layout)
     }
 
     /// Empties every bucket while `frozen` (this table's `freeze`) keeps writers out.
@@ -225,7 +277,7 @@ impl Table {
         frozen: &FreezeGuard<'_>,
         huge_pages: bool,
     ) -> Result<Table, AllocationFailed> {
-        let words = BucketWords::zeroed(self.shape.buckets, huge_pages)?;
+        let words = BucketWords::zeroed(self.words.len(), huge_pages)?;
         for (to, from) in words.iter().zip(self.frozen_words(frozen)) {
             // Relaxed: the copy is not shared until it is returned.
             to.store(from, Ordering::Relaxed);
@@ -247,9 +299,76 @@ impl Table {
         )
     }
 
+    /// Reads `bucket` with loads of `order` (one to three words, see `BucketLayout::span`).
+    #[inline(always)]
+    fn load(&self, bucket: usize, order: Ordering) -> Bucket {
+        match self.layout.access() {
+            Access::Within => self.load_as::<WITHIN>(bucket, order),
+            Access::Straddling => self.load_as::<STRADDLING>(bucket, order),
+            Access::General => self.load_as::<GENERAL>(bucket, order),
+        }
+    }
+
+    /// `load` for a table whose layout's access is `A` (one of the consts below): the hot
+    /// paths branch on the access once and run code specialised for it.
+    #[inline(always)]
+    fn load_as<const A: u8>(&self, bucket: usize, order: Ordering) -> Bucket {
+        debug_assert_eq!(A, access_code(self.layout.access()));
+        let (first, shift) = self.layout.locate(bucket);
+        let word = |k: usize| self.words[first + k].load(order);
+        match A {
+            WITHIN => self.layout.within(word(0), shift),
+            STRADDLING => self.layout.straddling(word(0), word(1), shift),
+            _ => {
+                let words = match self.layout.span() {
+                    Span::One => [word(0), 0, 0],
+                    Span::Two => [word(0), word(1), 0],
+                    Span::Three => [word(0), word(1), word(2)],
+                };
+                self.layout.bucket_at(words, shift)
+            }
+        }
+    }
+
+    /// `layout.holds` for a table whose layout's access is `A`.
+    #[inline(always)]
+    fn holds_as<const A: u8>(&self, bucket: &Bucket, fp: u64) -> bool {
+        if A == GENERAL {
+            self.layout.holds(bucket, fp)
+        } else {
+            self.layout.holds_one_part(bucket, fp)
+        }
+    }
+
+    /// Turns `bucket`, which holds `old`, into `new`, with stores of `order`. The caller holds
+    /// the bucket's stripe, and every word holding bits of the bucket belongs to that stripe
+    /// alone (`BucketLayout::word_group_shift`), so no other writer changes these words: a
+    /// load and a store cannot lose another's write.
     #[inline]
-    fn word(&self, bucket: usize) -> &AtomicU64 {
-        &self.words[bucket]
+    fn store(&self, bucket: usize, old: &Bucket, new: &Bucket, order: Ordering) {
+        let (first, shift) = self.layout.locate(bucket);
+        if self.layout.span() == Span::One && self.layout.access() == Access::Within {
+            let word = &self.words[first];
+            // Relaxed: the stripe's lock made the last writes of this word visible.
+            let bits = word.load(Ordering::Relaxed);
+            let masks = self.layout.change_masks(old, new, shift);
+            word.store(bits ^ masks[0], order);
+            return;
+        }
+        let masks = self.layout.change_masks(old, new, shift);
+        for (k, &mask) in masks.iter().enumerate().take(self.layout.span().words()) {
+            if mask != 0 {
+                let word = &self.words[first + k];
+                // Relaxed: as above.
+                word.store(word.load(Ordering::Relaxed) ^ mask, order);
+            }
+        }
+    }
+
+    /// Asks for the first word of `bucket` ahead of its use (see `storage::prefetch`).
+    #[inline]
+    fn prefetch_bucket(&self, bucket: usize) {
+        storage::prefetch(&self.words[self.layout.locate(bucket).0]);
     }
 
     /// Writes `fp` into a lane of `bucket` directly, bypassing the search (loom models use this
@@ -260,12 +379,12 @@ impl Table {
         let guard = self
             .stripes
             .lock_pair(bucket, self.mapper.alternate(bucket, fp));
-        let word = self.word(bucket).load(Ordering::Relaxed);
-        let Some(shift) = self.layout.first_empty(word) else {
+        let old = self.load(bucket, Ordering::Relaxed);
+        let Some(position) = self.layout.first_empty(&old) else {
             return false;
         };
-        self.word(bucket)
-            .store(self.layout.with_lane(word, shift, fp), Ordering::Relaxed);
+        let new = self.layout.with_lane(old, position, fp);
+        self.store(bucket, &old, &new, Ordering::Relaxed);
         guard.add_items(1);
         true
     }
@@ -274,7 +393,6 @@ impl Table {
     #[cfg(loom)]
     pub(crate) fn raw_count(&self, bucket: usize, fp: u64) -> u32 {
         let _guard = self.stripes.lock_pair_to_read(bucket, bucket);
-        self.layout
-            .count(self.word(bucket).load(Ordering::Relaxed), fp)
+        self.layout.count(&self.load(bucket, Ordering::Relaxed), fp)
     }
 }

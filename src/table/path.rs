@@ -7,23 +7,24 @@
 use super::Table;
 use crate::sync::Ordering;
 
-/// Move the fingerprint in lane `shift` of bucket `from` to its alternate bucket `to`.
+/// Move the fingerprint in the lane at `position` of bucket `from` (see `bucket_layout`) to its
+/// alternate bucket `to`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Hop {
     pub(crate) from: usize,
-    pub(crate) shift: u32,
+    pub(crate) position: u32,
     pub(crate) fingerprint: u64,
     pub(crate) to: usize,
 }
 
-/// A bucket reached by the search, and how: through lane `shift` of its parent, whose
+/// A bucket reached by the search, and how: through the lane at `position` of its parent, whose
 /// fingerprint has this bucket as its alternate.
 #[derive(Clone, Copy)]
 struct Node {
     bucket: u32,
     parent: u32,
     fingerprint: u32,
-    shift: u8,
+    position: u8,
     depth: u8,
 }
 
@@ -48,7 +49,7 @@ impl Table {
                 bucket: root as u32,
                 parent: ROOT,
                 fingerprint: 0,
-                shift: 0,
+                position: 0,
                 depth: 0,
             });
         }
@@ -57,9 +58,9 @@ impl Table {
             let node = nodes[next];
             if u32::from(node.depth) < limits.path_depth {
                 // Relaxed: a stale view only makes a move fail its check later.
-                let word = self.word(node.bucket as usize).load(Ordering::Relaxed);
-                for shift in self.layout.lane_shifts() {
-                    let fingerprint = self.layout.lane(word, shift);
+                let word = self.load(node.bucket as usize, Ordering::Relaxed);
+                for position in self.layout.positions() {
+                    let fingerprint = self.layout.lane(&word, position);
                     if fingerprint == 0 {
                         // Emptied since it was judged full: the path to it is enough.
                         return Some(self.hops_to(&nodes, next));
@@ -75,7 +76,7 @@ impl Table {
                         bucket: to as u32,
                         parent: next as u32,
                         fingerprint: fingerprint as u32,
-                        shift: shift as u8,
+                        position: position as u8,
                         depth: node.depth + 1,
                     });
                     if self.has_room(to) {
@@ -98,7 +99,7 @@ impl Table {
     pub(crate) fn move_fingerprint(&self, hop: Hop) -> bool {
         let Hop {
             from,
-            shift,
+            position,
             fingerprint,
             to,
         } = hop;
@@ -109,27 +110,28 @@ impl Table {
         };
         let layout = &self.layout;
         // Relaxed: we hold both stripes, and the lock's Acquire made the last writes visible.
-        let source = self.word(from).load(Ordering::Relaxed);
-        if layout.lane(source, shift) != fingerprint {
+        let source = self.load(from, Ordering::Relaxed);
+        if layout.lane(&source, position) != fingerprint {
             return false;
         }
-        let destination = self.word(to).load(Ordering::Relaxed);
-        let Some(free) = layout.first_empty(destination) else {
+        let destination = self.load(to, Ordering::Relaxed);
+        let Some(free) = layout.first_empty(&destination) else {
             return false;
         };
         let copied = layout.with_lane(destination, free, fingerprint);
-        let erased = layout.with_lane(source, shift, 0);
+        let erased = layout.with_lane(source, position, 0);
         #[cfg(not(loom_mutant = "erase_before_copy"))]
         {
-            // Copy before erase, and the erase with Release: a lock-free probe that sees the
-            // erase also sees the copy, so a moving fingerprint is never missing (see `probe`).
-            self.word(to).store(copied, Ordering::Relaxed);
-            self.word(from).store(erased, Ordering::Release);
+            // Copy before erase, and every word of the erase with Release: a lock-free probe
+            // that sees any part of the erase also sees the whole copy, so a moving fingerprint
+            // is never missing (see `reprobe`).
+            self.store(to, &destination, &copied, Ordering::Relaxed);
+            self.store(from, &source, &erased, Ordering::Release);
         }
         #[cfg(loom_mutant = "erase_before_copy")]
         {
-            self.word(from).store(erased, Ordering::Release);
-            self.word(to).store(copied, Ordering::Relaxed);
+            self.store(from, &source, &erased, Ordering::Release);
+            self.store(to, &destination, &copied, Ordering::Relaxed);
         }
         true
     }
@@ -138,7 +140,7 @@ impl Table {
     fn has_room(&self, bucket: usize) -> bool {
         // Relaxed: advisory, checked again under the lock before anything is written.
         self.layout
-            .first_empty(self.word(bucket).load(Ordering::Relaxed))
+            .first_empty(&self.load(bucket, Ordering::Relaxed))
             .is_some()
     }
 
@@ -150,7 +152,7 @@ impl Table {
             let node = nodes[at];
             hops.push(Hop {
                 from: nodes[node.parent as usize].bucket as usize,
-                shift: u32::from(node.shift),
+                position: u32::from(node.position),
                 fingerprint: u64::from(node.fingerprint),
                 to: node.bucket as usize,
             });

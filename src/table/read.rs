@@ -1,6 +1,7 @@
 //! Lookups: wait-free, optimistic, validated against one stripe version.
 
-use super::Table;
+use super::{Table, GENERAL, STRADDLING, WITHIN};
+use crate::bucket_layout::{Access, Bucket};
 use crate::hashing::{ItemKey, Narrowed};
 use crate::sync::{reader_pause, Ordering};
 
@@ -44,14 +45,14 @@ impl Table {
     /// validation (a lane only ever holds the fingerprint of an item in the filter). `at` must
     /// be a key's bucket pair in this table, primary first.
     #[inline]
-    pub(crate) fn begin_read(&self, at: Narrowed) -> (u64, (u64, u64)) {
+    pub(crate) fn begin_read(&self, at: Narrowed) -> (u64, (Bucket, Bucket)) {
         let begun = self.stripes.of(at.a).read_begin();
         (begun, self.load_pair(at.a, at.b))
     }
 
     /// Whether either of two words that `begin_read` returned holds `at`'s fingerprint.
     #[inline]
-    pub(crate) fn holds_fingerprint(&self, words: (u64, u64), at: Narrowed) -> bool {
+    pub(crate) fn holds_fingerprint(&self, words: (Bucket, Bucket), at: Narrowed) -> bool {
         self.holds_either(words, at.fingerprint)
     }
 
@@ -63,21 +64,21 @@ impl Table {
         cfg!(loom_mutant = "levels_unvalidated_miss") || self.stripes.of(at.a).read_validate(begun)
     }
 
-    /// Both bucket words: Acquire loads, `a` first.
-    #[inline]
-    fn load_pair(&self, a: usize, b: usize) -> (u64, u64) {
+    /// Both buckets: Acquire loads, `a` first.
+    #[inline(always)]
+    fn load_pair(&self, a: usize, b: usize) -> (Bucket, Bucket) {
         (
-            self.word(a).load(Ordering::Acquire),
-            self.word(b).load(Ordering::Acquire),
+            self.load(a, Ordering::Acquire),
+            self.load(b, Ordering::Acquire),
         )
     }
 
     /// Whether either word holds `fp`.
     #[inline]
-    fn holds_either(&self, (first, second): (u64, u64), fp: u64) -> bool {
+    fn holds_either(&self, (first, second): (Bucket, Bucket), fp: u64) -> bool {
         // `|`, not `||`: which bucket holds a present item is a coin toss; one branch on both
         // is predictable (nearly always true for present items, false for absent ones).
-        self.layout.holds(first, fp) | self.layout.holds(second, fp)
+        self.layout.holds(&first, fp) | self.layout.holds(&second, fp)
     }
 
     /// After a probe missed and its validation failed: `a` once more.
@@ -92,7 +93,7 @@ impl Table {
     /// why this re-read is needed only when validation failed.
     #[inline]
     fn reprobe(&self, a: usize, fp: u64) -> bool {
-        self.layout.holds(self.word(a).load(Ordering::Acquire), fp)
+        self.layout.holds(&self.load(a, Ordering::Acquire), fp)
     }
 
     /// Looks up a key: a hit needs no validation; a miss is only reported as `Absent` once
@@ -115,21 +116,43 @@ impl Table {
     /// to the compiler it stayed a call, about a tenth of an in-cache lookup's time.
     #[inline(always)]
     pub(crate) fn lookup_traced(&self, key: ItemKey) -> (Lookup, u32) {
+        // The layout's access decides the code of the loads and tests: branch on it once, so
+        // that the lookup runs code specialised for it.
+        match self.layout.access() {
+            Access::Within => self.lookup_as::<WITHIN>(key),
+            Access::Straddling => self.lookup_as::<STRADDLING>(key),
+            Access::General => self.lookup_as::<GENERAL>(key),
+        }
+    }
+
+    /// `lookup_traced` for a table whose layout's access is `A`.
+    #[inline(always)]
+    fn lookup_as<const A: u8>(&self, key: ItemKey) -> (Lookup, u32) {
         let (a, b) = self.buckets_of(key);
         let fp = key.fingerprint;
+        let load_pair = || {
+            (
+                self.load_as::<A>(a, Ordering::Acquire),
+                self.load_as::<A>(b, Ordering::Acquire),
+            )
+        };
+        let holds_either = |(first, second): (Bucket, Bucket)| {
+            // `|`, not `||`, as in `holds_either`.
+            self.holds_as::<A>(&first, fp) | self.holds_as::<A>(&second, fp)
+        };
         // A hit needs no validation: look before touching the stripe at all. Under concurrent
         // writes this matters most: the stripe's line is the one every writer of these buckets
         // rewrites, and a reader that skips it skips those cache misses.
-        let seen = self.load_pair(a, b);
-        if self.holds_either(seen, fp) {
+        let seen = load_pair();
+        if holds_either(seen) {
             return (Lookup::Present, 0);
         }
         // The seqlock read: version, then the words again (cached now), then the version.
         let stripe = self.stripes.of(a);
         let begun = stripe.read_begin();
-        let now = self.load_pair(a, b);
+        let now = load_pair();
         // Unchanged words cannot hold `fp` now either: skip the test.
-        if now != seen && self.holds_either(now, fp) {
+        if now != seen && holds_either(now) {
             return (Lookup::Present, 0);
         }
         if stripe.read_validate(begun) {
@@ -142,7 +165,13 @@ impl Table {
     /// attempts, then "maybe present".
     #[cold]
     #[inline(never)]
-    fn lookup_contended(&self, a: usize, b: usize, fp: u64, mut seen: (u64, u64)) -> (Lookup, u32) {
+    fn lookup_contended(
+        &self,
+        a: usize,
+        b: usize,
+        fp: u64,
+        mut seen: (Bucket, Bucket),
+    ) -> (Lookup, u32) {
         if self.reprobe(a, fp) {
             return (Lookup::Present, 1);
         }
@@ -208,11 +237,11 @@ impl Table {
     }
 
     pub(super) fn count_in(&self, a: usize, b: usize, fp: u64, order: Ordering) -> usize {
-        let in_a = self.layout.count(self.word(a).load(order), fp);
+        let in_a = self.layout.count(&self.load(a, order), fp);
         let in_b = if b == a {
             0
         } else {
-            self.layout.count(self.word(b).load(order), fp)
+            self.layout.count(&self.load(b, order), fp)
         };
         (in_a + in_b) as usize
     }

@@ -20,9 +20,9 @@ pub(crate) enum Placed {
 pub(crate) enum PairState {
     /// A lane is free.
     Room,
-    /// Full, of repeated fingerprints only (each at least twice), the item's own among them:
-    /// the item is a hot key, and the fingerprints there can only move between buckets as
-    /// full of them.
+    /// Full, of repeated fingerprints only (each at least twice), the item's own among them
+    /// (at least twice too): the item is a hot key, and the fingerprints there can only move
+    /// between buckets as full of them.
     RepeatsWithOwnCopies,
     /// Full, with other fingerprints: a cuckoo path in a larger table would free a slot.
     Crowded,
@@ -75,15 +75,10 @@ impl ItemLock<'_> {
     /// Whether either bucket holds the item's fingerprint.
     pub(crate) fn holds(&self) -> bool {
         let (a, b) = self.table.buckets_of(self.key);
-        let layout = &self.table.layout;
+        let (table, fp) = (self.table, self.key.fingerprint);
         // Relaxed: we hold both stripes, and the lock's Acquire made the last writes visible.
-        layout.holds(
-            self.table.word(a).load(Ordering::Relaxed),
-            self.key.fingerprint,
-        ) || layout.holds(
-            self.table.word(b).load(Ordering::Relaxed),
-            self.key.fingerprint,
-        )
+        table.layout.holds(&table.load(a, Ordering::Relaxed), fp)
+            || table.layout.holds(&table.load(b, Ordering::Relaxed), fp)
     }
 }
 
@@ -123,22 +118,23 @@ impl Table {
         let guard = self.stripes.lock_pair(a, b);
         let layout = &self.layout;
         // Relaxed: we hold both stripes, and the lock's Acquire made the last writes visible.
-        let word_a = self.word(a).load(Ordering::Relaxed);
-        let word_b = self.word(b).load(Ordering::Relaxed);
-        if U::UNIQUE && (layout.holds(word_a, fp) || layout.holds(word_b, fp) || mode.elsewhere()) {
+        let word_a = self.load(a, Ordering::Relaxed);
+        let word_b = self.load(b, Ordering::Relaxed);
+        if U::UNIQUE && (layout.holds(&word_a, fp) || layout.holds(&word_b, fp) || mode.elsewhere())
+        {
             return Some(Placed::AlreadyPresent);
         }
         // The emptier bucket first: spreading load keeps kick chains rare and short. Which one
         // is emptier is a coin toss, so select without a branch (a branch here mispredicted on
         // about every third insert and cost a fifth of the insert rate).
-        let prefer_b = layout.occupied(word_b) < layout.occupied(word_a);
+        let prefer_b = layout.occupied(&word_b) < layout.occupied(&word_a);
         let first = std::hint::select_unpredictable(prefer_b, (b, word_b), (a, word_a));
         let second = std::hint::select_unpredictable(prefer_b, (a, word_a), (b, word_b));
         for (bucket, word) in [first, second] {
-            if let Some(shift) = layout.first_empty(word) {
+            if let Some(position) = layout.first_empty(&word) {
                 // Relaxed: ordered for readers by the lock's release fence (see `lock_pair`).
-                self.word(bucket)
-                    .store(layout.with_lane(word, shift, fp), Ordering::Relaxed);
+                let placed = layout.with_lane(word, position, fp);
+                self.store(bucket, &word, &placed, Ordering::Relaxed);
                 guard.add_items(1);
                 return Some(Placed::Inserted);
             }
@@ -153,17 +149,19 @@ impl Table {
         let _guard = self.stripes.lock_pair_to_read(a, b);
         let layout = &self.layout;
         // Relaxed: we hold both stripes, and the lock's Acquire made the last writes visible.
-        let words = [a, b].map(|bucket| self.word(bucket).load(Ordering::Relaxed));
+        let words = [a, b].map(|bucket| self.load(bucket, Ordering::Relaxed));
         let in_pair = |fp| self.count_in(a, b, fp, Ordering::Relaxed);
-        if words.iter().any(|&w| layout.first_empty(w).is_some()) {
+        if words.iter().any(|w| layout.first_empty(w).is_some()) {
             return PairState::Room;
         }
-        let only_repeats = words.iter().all(|&word| {
+        let only_repeats = words.iter().all(|word| {
             layout
-                .lane_shifts()
-                .all(|shift| in_pair(layout.lane(word, shift)) >= 2)
+                .positions()
+                .all(|position| in_pair(layout.lane(word, position)) >= 2)
         });
-        if only_repeats && in_pair(key.fingerprint) > 0 {
+        // At least two own copies: an item's second copy is not a hot key yet, and its pair
+        // may be full of other items' pairs of copies (with 4-lane buckets, that happens).
+        if only_repeats && in_pair(key.fingerprint) >= 2 {
             PairState::RepeatsWithOwnCopies
         } else {
             PairState::Crowded
@@ -181,23 +179,22 @@ impl Table {
         let guard = self.stripes.lock_pair(a, b);
         let layout = &self.layout;
         // Relaxed: we hold both stripes.
-        let word_a = self.word(a).load(Ordering::Relaxed);
-        let word_b = self.word(b).load(Ordering::Relaxed);
+        let word_a = self.load(a, Ordering::Relaxed);
+        let word_b = self.load(b, Ordering::Relaxed);
         let (in_a, in_b) = (
-            layout.matching_lanes(word_a, key.fingerprint),
-            layout.matching_lanes(word_b, key.fingerprint),
+            layout.first_match(&word_a, key.fingerprint),
+            layout.first_match(&word_b, key.fingerprint),
         );
         // Which bucket holds the copy is a coin toss: select without a branch.
-        let use_a = in_a != 0;
+        let use_a = in_a.is_some();
         let (bucket, word) = std::hint::select_unpredictable(use_a, (a, word_a), (b, word_b));
-        let Some(shift) = layout.lowest_lane(std::hint::select_unpredictable(use_a, in_a, in_b))
-        else {
+        let Some(position) = std::hint::select_unpredictable(use_a, in_a, in_b) else {
             return false;
         };
         // Relaxed: a lookup that sees this store also sees our lock (release fence) and
         // retries; one that does not see it still finds the copy we take away.
-        self.word(bucket)
-            .store(layout.with_lane(word, shift, 0), Ordering::Relaxed);
+        let erased = layout.with_lane(word, position, 0);
+        self.store(bucket, &word, &erased, Ordering::Relaxed);
         guard.add_items(-1);
         true
     }

@@ -1,5 +1,5 @@
 //! Helpers for the attack_* tests: a pass-through hasher, a seeded RNG, a snapshot
-//! parser/writer (FORMAT.md, version 2) and an independent model of FORMAT.md's key mapping.
+//! parser/writer (FORMAT.md, version 3; level counts recomputed for one-word layouts only) and an independent model of FORMAT.md's key mapping.
 #![allow(dead_code)]
 
 use std::hash::{BuildHasher, Hasher};
@@ -68,11 +68,17 @@ fn words_of(bytes: &[u8]) -> Vec<u64> {
 }
 
 impl Snapshot {
+    /// The bucket layout code of the header's flags (FORMAT.md).
+    pub fn layout(&self) -> u16 {
+        (self.header[1] >> 16) as u16
+    }
+
     pub fn parse(bytes: &[u8]) -> Snapshot {
         let w = words_of(bytes);
         let mut header = [0u64; HEADER_WORDS];
         header.copy_from_slice(&w[..HEADER_WORDS]);
         let count = (header[3] >> 32) as usize;
+        let layout = (header[1] >> 16) as u16;
         let mut at = HEADER_WORDS;
         let mut levels = Vec::new();
         for _ in 0..count {
@@ -80,13 +86,14 @@ impl Snapshot {
             let buckets = w[at + 1] as usize;
             let items = w[at + 2];
             at += 3;
+            let n = block_words(layout, bits, buckets);
             levels.push(Level {
                 bits,
                 buckets,
                 items,
-                words: w[at..at + buckets].to_vec(),
+                words: w[at..at + n].to_vec(),
             });
-            at += buckets;
+            at += n;
         }
         assert_eq!(at + 1, w.len(), "snapshot length");
         assert_eq!(checksum(&w[..at]), w[at], "checksum of a genuine snapshot");
@@ -105,6 +112,11 @@ impl Snapshot {
             let items = if keep_counts {
                 l.items
             } else {
+                assert_eq!(
+                    self.layout(),
+                    0,
+                    "counts are recomputed for one-word layouts only"
+                );
                 l.words.iter().map(|&x| occupied(x, l.bits)).sum()
             };
             total += items;
@@ -132,11 +144,30 @@ impl Snapshot {
                     bits: l.bits,
                     buckets: l.buckets,
                     items: 0,
-                    words: vec![0; l.buckets],
+                    words: vec![0; l.words.len()],
                 })
                 .collect(),
         }
     }
+}
+
+/// Words of a level's block (FORMAT.md): one per bucket in the one-word layout (code 0); the
+/// buckets' bits rounded up to words, plus the words a bucket's loads may read past the last
+/// one, in the packed (1, `4f` bits a bucket) and semi-sorted (2, `4f - 4`) layouts.
+pub fn block_words(layout: u16, bits: u32, buckets: usize) -> usize {
+    let stride = match layout {
+        0 => return buckets,
+        1 => 4 * bits as usize,
+        _ => 4 * bits as usize - 4,
+    };
+    let padding = if stride > 64 {
+        2
+    } else if 64 % stride == 0 {
+        0
+    } else {
+        1
+    };
+    (buckets * stride).div_ceil(64) + padding
 }
 
 pub fn occupied(word: u64, bits: u32) -> u64 {
