@@ -247,7 +247,11 @@ fn main() -> Result<(), Box<dyn Error>> {
     let label_font = ("sans-serif", 13).into_font().color(&BLACK.mix(0.75));
     // Fixed colours that all read on white (the palette's yellow did not): ours from the reds,
     // the peers from the rest.
-    const OURS: [RGBColor; 2] = [RGBColor(214, 39, 40), RGBColor(148, 50, 160)];
+    const OURS: [RGBColor; 3] = [
+        RGBColor(214, 39, 40),
+        RGBColor(148, 50, 160),
+        RGBColor(244, 150, 140),
+    ];
     const PEERS: [RGBColor; 7] = [
         RGBColor(44, 160, 44),
         RGBColor(255, 127, 14),

@@ -24,23 +24,24 @@ pub(crate) fn sizing_load(layout: &BucketLayout) -> f64 {
         (LayoutKind::OneWord, 4) => 0.93,
         (LayoutKind::OneWord, 3) => 0.89,
         (LayoutKind::OneWord, _) => 0.80,
-        // Four lanes, by width. Tables of 100,000 and 1,000,000 items (12 of each, random
-        // keys) first failed at 0.959-0.971 with 8 bits and 0.969-0.977 with 10 to 17 bits, and
-        // a million sequential integers at 0.966 with 10; 5 to 7 bits at 0.919, 0.929 and 0.949
-        // at the lowest; 4 bits at 0.874-0.881 with a million items but 0.79-0.86 with 40,000
-        // (packed and semi-sorted alike: the search is the same). The
-        // sizing load sits about a point under the lowest first failure seen, the spread of that
-        // load between tables of one size; `buckets_for`'s spare buckets add the spread of small
-        // tables. Narrow fingerprints have few distinct values, so a bucket's fingerprints can
-        // move to few other buckets.
+        // Four lanes, by width. The first failed insert comes at a lower load in a larger
+        // table (more inserts, more chances of one unlucky search): with 10-bit fingerprints
+        // at 0.969-0.977 with 100,000 and 1M items, 0.971 with 10M and 0.968 with 50M; with
+        // 8 bits at 0.959-0.971 (1M), 0.960-0.965 (10M), 0.959 (50M). 5 to 7 bits first failed
+        // at 0.919, 0.929 and 0.949 at the lowest; 4 bits at 0.874-0.881 with a million items
+        // but 0.79-0.86 with 40,000 (packed and semi-sorted alike: the search is the same).
+        // The sizing load sits under the lowest first failure of the largest tables by about
+        // its spread; `buckets_for`'s spare buckets (0.4 % at a million items) add the larger
+        // spread of small tables. Narrow fingerprints have few distinct values, so a bucket's
+        // fingerprints can move to few other buckets.
         (_, _) => match layout.bits() {
             4 => 0.76,
             5 => 0.905,
             6 => 0.915,
             7 => 0.935,
-            8 => 0.945,
-            9 => 0.95,
-            _ => 0.955,
+            8 => 0.95,
+            9 => 0.955,
+            _ => 0.96,
         },
     }
 }
@@ -125,11 +126,23 @@ const MIN_STRIPES: usize = 16;
 /// Most lock stripes: 64 KiB of stripes, small enough to stay in cache for readers.
 const MAX_STRIPES: usize = 4096;
 
-/// Lock stripes for a table: a power of two, one per 128 buckets or fewer (so that they cost at
-/// most 1/64 of the table's memory), within `MIN_STRIPES..=MAX_STRIPES`. Writers on different
-/// stripes never wait for each other; with 2048 or more stripes, two writers meet rarely.
+/// Lock stripes for a RedisBloom sub-filter: a power of two, one per 128 buckets or fewer (so
+/// that they cost at most 1/64 of its memory), within `MIN_STRIPES..=MAX_STRIPES`. Writers on
+/// different stripes never wait for each other; with 2048 or more stripes, two writers meet
+/// rarely.
 pub(crate) fn stripes_for(buckets: usize) -> usize {
-    let by_size = (buckets / 128).max(1);
+    stripes_one_per(buckets, 128)
+}
+
+/// Lock stripes for a level of a `CuckooFilter`: one per 256 buckets or fewer (16 bytes per 256
+/// buckets of 4 lanes, under 0.07 bits per item), within `MIN_STRIPES..=MAX_STRIPES`. At a
+/// million items that is 512 stripes; from 1M buckets (about 4M items) up, 4096.
+pub(crate) fn level_stripes_for(buckets: usize) -> usize {
+    stripes_one_per(buckets, 256)
+}
+
+fn stripes_one_per(buckets: usize, per_stripe: usize) -> usize {
+    let by_size = (buckets / per_stripe).max(1);
     let power_below = 1usize << by_size.ilog2();
     power_below.clamp(MIN_STRIPES.min(buckets.next_power_of_two()), MAX_STRIPES)
 }

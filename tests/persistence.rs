@@ -401,3 +401,50 @@ fn a_save_under_concurrent_writes_is_a_consistent_snapshot() {
         "the writer hardly ran while snapshots were taken"
     );
 }
+
+/// Snapshots written by the build before bucket layouts were selectable (format version 2,
+/// every bucket one word), kept as files: they load with every item, as one-word filters that
+/// go on growing in that layout, and save again (as version 3) to the same filter.
+#[test]
+fn version_2_snapshots_load_with_every_item() {
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/snapshots-v2");
+    // 1,000 items a level, doubling, 6,000 items in 3 levels (keys 0..6000).
+    let bytes = std::fs::read(format!("{data}/grown-1k-to-6k.snapshot")).unwrap();
+    assert_eq!(
+        u16::from_le_bytes([bytes[8], bytes[9]]),
+        2,
+        "a version 2 file"
+    );
+    let grown = CuckooFilter::from_bytes(&bytes).unwrap();
+    assert_eq!(grown.layout(), atomic_cuckoo::Layout::OneWord);
+    assert_eq!((grown.levels(), grown.len()), (3, 6_000));
+    assert!((0..6_000u64).all(|i| grown.contains(&i)));
+    let streamed = CuckooFilter::read_from(&bytes[..]).unwrap();
+    assert!((0..6_000u64).all(|i| streamed.contains(&i)));
+    // It grows on, and a save of it reloads to the same filter.
+    grown.insert_many(6_000..20_000u64).unwrap();
+    assert!(grown.levels() > 3);
+    let again = CuckooFilter::from_bytes(&grown.to_bytes()).unwrap();
+    assert_eq!(again.layout(), atomic_cuckoo::Layout::OneWord);
+    assert!((0..20_000u64).all(|i| again.contains(&i)));
+    assert_eq!(again.len(), 20_000);
+
+    // A fixed filter of 8-bit fingerprints (eight a word) holding 7i + 1 for i < 2000.
+    let bytes = std::fs::read(format!("{data}/fixed-8bit-2k.snapshot")).unwrap();
+    let fixed = CuckooFilter::from_bytes(&bytes).unwrap();
+    assert_eq!((fixed.fingerprint_bits(), fixed.len()), (8, 2_000));
+    assert!((0..2_000u64).all(|i| fixed.contains(&(i * 7 + 1))));
+}
+
+/// The version 2 header's flags were reserved: a version 2 snapshot that names a layout there
+/// is refused, not read as a packed one.
+#[test]
+fn a_version_2_snapshot_with_flags_is_refused() {
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/snapshots-v2");
+    let mut bytes = std::fs::read(format!("{data}/fixed-8bit-2k.snapshot")).unwrap();
+    bytes[10] = 1; // the flags' low byte: "packed" in version 3
+    assert!(matches!(
+        CuckooFilter::from_bytes(&bytes),
+        Err(PersistError::InvalidParameter { .. })
+    ));
+}

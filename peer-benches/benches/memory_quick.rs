@@ -51,7 +51,8 @@ const TARGETS: [f64; 8] = [0.05, 0.03, 0.01, 0.003, 0.001, 0.0003, 0.0001, 0.000
 type Mode = (&'static str, fn(Builder) -> Builder);
 const MODES: &[Mode] = &[
     ("default", |b| b),
-    // Once `Builder::compact` exists, the next mode: ("compact", |b| b.compact(true)),
+    ("compact", |b| b.compact(true)),
+    ("one-word", |b| b.layout(atomic_cuckoo::Layout::OneWord)),
 ];
 
 /// The run's settings.
