@@ -407,3 +407,112 @@ fn packed_readers_never_miss_stable_items_while_neighbours_change() {
     }
     assert_eq!(misses, 0, "false negatives of stable items");
 }
+
+/// Threads insert, look up and remove their own items in tiny tables that straddle words
+/// (2 to 64 buckets), and in growing filters that start tiny (`expansion(2)`), in every layout.
+/// An item is found from its insert until its remove, every remove of a present item succeeds,
+/// and at quiescence `len` and `count` are exact.
+fn own_items_stay_found(
+    f: &CuckooFilter,
+    threads: usize,
+    per_thread: usize,
+    seed: u64,
+    exact: bool,
+    ctx: &str,
+) {
+    let keys = common::keys_with_distinct_fingerprints(
+        &(0..threads as u64)
+            .map(|t| seed ^ (t + 1) * 0x9E37)
+            .collect::<Vec<_>>(),
+        per_thread,
+    );
+    let barrier = Barrier::new(threads);
+    let resident: Vec<Vec<u64>> = thread::scope(|s| {
+        let handles: Vec<_> = keys
+            .iter()
+            .map(|mine| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    barrier.wait();
+                    let mut held: VecDeque<u64> = VecDeque::new();
+                    let mut misses = 0usize;
+                    for (i, k) in mine.iter().enumerate() {
+                        if f.insert(k).is_ok() {
+                            held.push_back(*k);
+                        }
+                        for h in held.iter().rev().take(4) {
+                            if !f.contains(h) || f.count(h) == 0 {
+                                misses += 1;
+                            }
+                        }
+                        if i % 3 == 2 {
+                            if let Some(old) = held.pop_front() {
+                                assert!(f.remove(&old), "{ctx}: remove of a held item");
+                            }
+                        }
+                    }
+                    assert_eq!(misses, 0, "{ctx}: false negatives of held items");
+                    held.into_iter().collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let total: usize = resident.iter().map(Vec::len).sum();
+    assert_eq!(f.len(), total, "{ctx}: quiescent len");
+    for k in resident.iter().flatten() {
+        // Exact with 32-bit fingerprints (the keys' are distinct); narrower ones may be shared.
+        if exact {
+            assert_eq!(f.count(k), 1, "{ctx}: quiescent count of {k}");
+        } else {
+            assert!(f.count(k) >= 1, "{ctx}: quiescent count of {k}");
+        }
+    }
+}
+
+#[test]
+fn tiny_straddling_tables_keep_every_writers_items() {
+    let seed = common::seed("tiny straddling tables");
+    for layout in [
+        atomic_cuckoo::Layout::Packed,
+        atomic_cuckoo::Layout::Compact,
+        atomic_cuckoo::Layout::OneWord,
+    ] {
+        for bits in [5, 7, 10, 12, 13, 17, 21, 31, 32] {
+            for capacity in [4, 30, 200] {
+                let f = CuckooFilter::builder()
+                    .capacity(capacity)
+                    .fingerprint_bits(bits)
+                    .layout(layout)
+                    .build()
+                    .unwrap();
+                let ctx = format!("{layout:?} f={bits} capacity {capacity} seed {seed}");
+                own_items_stay_found(&f, 3, capacity, seed, bits == 32, &ctx);
+            }
+        }
+    }
+}
+
+#[test]
+fn growing_filters_keep_every_writers_items_in_every_layout() {
+    let seed = common::seed("growing layouts");
+    for layout in [
+        atomic_cuckoo::Layout::Packed,
+        atomic_cuckoo::Layout::Compact,
+        atomic_cuckoo::Layout::OneWord,
+    ] {
+        for bits in [None, Some(12), Some(17), Some(32)] {
+            let mut b = CuckooFilter::builder()
+                .capacity(16)
+                .expansion(2)
+                .layout(layout);
+            if let Some(bits) = bits {
+                b = b.fingerprint_bits(bits);
+            }
+            let f = b.build().unwrap();
+            let ctx = format!("{layout:?} bits {bits:?} seed {seed}");
+            own_items_stay_found(&f, 3, 6_000, seed, bits == Some(32), &ctx);
+            assert!(f.levels() > 3, "{ctx}: did not grow");
+        }
+    }
+}
