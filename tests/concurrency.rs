@@ -422,7 +422,7 @@ fn own_items_stay_found(
 ) {
     let keys = common::keys_with_distinct_fingerprints(
         &(0..threads as u64)
-            .map(|t| seed ^ (t + 1) * 0x9E37)
+            .map(|t| seed ^ ((t + 1) * 0x9E37))
             .collect::<Vec<_>>(),
         per_thread,
     );
