@@ -101,6 +101,14 @@ impl Stripe {
         }
     }
 
+    /// The version now, for a reader that validates against several stripes at once (see
+    /// `read_validate` for what must come before it).
+    #[inline]
+    pub(crate) fn version_now(&self) -> u64 {
+        // Relaxed: ordered after the reader's Acquire bucket loads, as in `read_validate`.
+        self.version.load(Ordering::Relaxed)
+    }
+
     /// Items charged to this stripe (may be "negative" as a wrapped value, see `items`).
     fn items(&self) -> u64 {
         // Relaxed: len() is a sum of independent counters, exact only at quiescence.

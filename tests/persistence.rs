@@ -1,5 +1,8 @@
 //! Snapshots: exact round trips, and every malformed input a typed error (never a panic).
 
+// The snapshot parser and FORMAT.md's checksum; it carries its own copy of `common`.
+#[allow(clippy::duplicate_mod)]
+mod attack_util;
 mod common;
 
 use std::collections::hash_map::RandomState;
@@ -447,4 +450,342 @@ fn a_version_2_snapshot_with_flags_is_refused() {
         CuckooFilter::from_bytes(&bytes),
         Err(PersistError::InvalidParameter { .. })
     ));
+}
+
+// ---------------------------------------------------------------- bucket layouts (format 3)
+
+use atomic_cuckoo::Layout;
+use attack_util::{checksum, Snapshot};
+
+const LAYOUTS: [Layout; 3] = [Layout::Packed, Layout::Compact, Layout::OneWord];
+
+/// Layout codes of the header's flags (FORMAT.md).
+fn layout_code(layout: Layout) -> u16 {
+    match layout {
+        Layout::OneWord => 0,
+        Layout::Packed => 1,
+        _ => 2,
+    }
+}
+
+/// A filter of `layout` with copies and removals, growing or not.
+fn filled_in(
+    layout: Layout,
+    bits: Option<u32>,
+    capacity: usize,
+    expansion: u32,
+    items: usize,
+    seed: u64,
+) -> (CuckooFilter, Vec<u64>) {
+    let mut b = CuckooFilter::builder()
+        .capacity(capacity)
+        .expansion(expansion)
+        .layout(layout);
+    if let Some(bits) = bits {
+        b = b.fingerprint_bits(bits);
+    }
+    let filter = b.build().unwrap();
+    let mut kept = Vec::new();
+    for (i, k) in common::distinct_keys(seed, items).iter().enumerate() {
+        if filter.insert(k).is_err() {
+            break;
+        }
+        if i % 7 == 0 {
+            filter.insert(k).unwrap_or(());
+        }
+        if i % 5 == 0 {
+            assert!(filter.remove(k));
+        } else {
+            kept.push(*k);
+        }
+    }
+    (filter, kept)
+}
+
+/// The words of `bytes` with the checksum made right again.
+fn resealed(mut words: Vec<u64>) -> Vec<u8> {
+    let n = words.len() - 1;
+    words[n] = checksum(&words[..n]);
+    words.iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
+fn words_of(bytes: &[u8]) -> Vec<u64> {
+    bytes
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// Restores `bytes` both ways; when a restore succeeds, uses the filter (lookups, counts,
+/// inserts, removes, a save): none of it may panic. Returns the `from_bytes` result.
+fn restore_and_use(bytes: &[u8], probes: &[u64]) -> Result<CuckooFilter, PersistError> {
+    let streamed = CuckooFilter::read_from(bytes);
+    let whole = CuckooFilter::from_bytes(bytes);
+    assert_eq!(
+        streamed.is_ok(),
+        whole.is_ok(),
+        "read_from and from_bytes disagree: {:?} / {:?}",
+        streamed.as_ref().err(),
+        whole.as_ref().err()
+    );
+    for f in streamed.iter().chain(whole.iter()) {
+        for k in probes {
+            let _ = f.contains(k);
+            let _ = f.count(k);
+        }
+        for k in probes.iter().take(50) {
+            let _ = f.insert(k);
+            let _ = f.remove(k);
+        }
+        let again = f.to_bytes();
+        CuckooFilter::from_bytes(&again).expect("a used restored filter saves and restores");
+    }
+    whole
+}
+
+#[test]
+fn every_layout_round_trips_at_every_width_with_and_without_growth() {
+    let seed = common::seed("layout round trips");
+    for layout in LAYOUTS {
+        for bits in (4..=32).map(Some).chain([None]) {
+            for expansion in [0, 2] {
+                let (f, kept) = filled_in(layout, bits, 40, expansion, 300, seed);
+                let bytes = f.to_bytes();
+                assert_eq!(Snapshot::parse(&bytes).layout(), layout_code(layout));
+                for g in [
+                    CuckooFilter::from_bytes(&bytes).unwrap(),
+                    CuckooFilter::read_from(&bytes[..]).unwrap(),
+                ] {
+                    assert_eq!(g.layout(), layout);
+                    assert_same(&f, &g, &kept);
+                    // And it goes on working: grows, or fills to Full, without losing items.
+                    for k in common::distinct_keys(seed ^ 1, 200) {
+                        let _ = g.insert(&k);
+                    }
+                    assert!(kept.iter().all(|k| g.contains(k)));
+                }
+            }
+        }
+    }
+}
+
+/// Single bit flips anywhere in a snapshot of every layout, with the checksum made right again
+/// (so that the validation behind it is what is tested): a typed error, or a filter that works.
+#[test]
+fn resealed_bit_flips_in_every_layout_give_errors_or_working_filters() {
+    let seed = common::seed("resealed flips");
+    let mut rng = common::Rng::new(seed);
+    let mut outcomes: std::collections::BTreeMap<String, usize> = Default::default();
+    for layout in LAYOUTS {
+        for bits in [5, 8, 10, 12, 13, 17, 21, 32] {
+            let (f, kept) = filled_in(layout, Some(bits), 24, 2, 120, seed);
+            let words = words_of(&f.to_bytes());
+            let n = words.len() - 1;
+            for _ in 0..150 {
+                let mut bad = words.clone();
+                let at = rng.below(n as u64) as usize;
+                bad[at] ^= 1 << rng.below(64);
+                match restore_and_use(&resealed(bad), &kept) {
+                    Err(e) => {
+                        let name = format!("{e:?}");
+                        let name = name.split([' ', '(', '{']).next().unwrap().to_string();
+                        *outcomes.entry(name).or_default() += 1;
+                    }
+                    Ok(_) => *outcomes.entry("restored".into()).or_default() += 1,
+                }
+            }
+        }
+    }
+    println!("outcomes: {outcomes:?}");
+}
+
+/// The layout code in the header's flags changed to every other value: refused (the block
+/// lengths or the buckets do not fit the other layout) or, where they happen to fit, a filter
+/// that works; never a panic.
+#[test]
+fn a_changed_layout_code_is_refused_or_harmless() {
+    let seed = common::seed("layout code");
+    for layout in LAYOUTS {
+        for bits in [4, 5, 8, 9, 12, 16, 17, 32] {
+            for capacity in [1, 10, 100] {
+                let (f, kept) = filled_in(layout, Some(bits), capacity, 2, 60, seed);
+                let words = words_of(&f.to_bytes());
+                for code in [0u64, 1, 2, 3, 0x7FFF, 0xFFFF] {
+                    if code == u64::from(layout_code(layout)) {
+                        continue;
+                    }
+                    let mut bad = words.clone();
+                    bad[1] = (bad[1] & !(0xFFFF << 16)) | code << 16;
+                    let result = restore_and_use(&resealed(bad), &kept);
+                    if code > 2 {
+                        assert!(
+                            matches!(result, Err(PersistError::InvalidParameter { .. })),
+                            "{layout:?} f={bits}: code {code}: {:?}",
+                            result.err()
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Sets `len` bits at bit `at` of the level block starting at word `start`.
+fn set_bits(words: &mut [u64], start: usize, at: u64, len: u32, value: u64) {
+    for k in 0..u64::from(len) {
+        let bit = at + k;
+        let w = &mut words[start + (bit / 64) as usize];
+        let mask = 1u64 << (bit % 64);
+        if (value >> k) & 1 == 1 {
+            *w |= mask;
+        } else {
+            *w &= !mask;
+        }
+    }
+}
+
+/// Offset (in words) of the first level's block.
+const FIRST_BLOCK: usize = 8 + 3;
+
+/// A semi-sorted bucket whose 12-bit nibble index is past the last of the 3876 multisets, at the
+/// first, a straddling and the last bucket: refused as an invalid bucket.
+#[test]
+fn a_semi_sorted_bucket_with_an_invalid_index_is_refused() {
+    for bits in [5, 6, 8, 9, 10, 12, 13, 16, 17, 21, 31, 32] {
+        let f = CuckooFilter::builder()
+            .capacity(50)
+            .fingerprint_bits(bits)
+            .layout(Layout::Compact)
+            .build()
+            .unwrap();
+        let snap = Snapshot::parse(&f.to_bytes());
+        let buckets = snap.levels[0].buckets as u64;
+        let stride = u64::from(4 * bits - 4);
+        let straddling = (0..buckets)
+            .find(|b| (b * stride) % 64 + 12 > 64)
+            .unwrap_or(1);
+        for bucket in [0, straddling, buckets - 1] {
+            for index in [3876u64, 4000, 4095] {
+                let mut words = words_of(&f.to_bytes());
+                set_bits(&mut words, FIRST_BLOCK, bucket * stride, 12, index);
+                let result = restore_and_use(&resealed(words), &[]);
+                assert!(
+                    matches!(result, Err(PersistError::InvalidParameter { .. })),
+                    "f={bits} bucket {bucket} index {index}: {:?}",
+                    result.err()
+                );
+            }
+        }
+    }
+}
+
+/// A bit set after the last bucket, in its last word or in the padding words loads may read:
+/// refused, in every layout and width.
+#[test]
+fn nonzero_bits_past_the_last_bucket_are_refused() {
+    for layout in LAYOUTS {
+        for bits in 4..=32 {
+            let f = CuckooFilter::builder()
+                .capacity(30)
+                .fingerprint_bits(bits)
+                .layout(layout)
+                .build()
+                .unwrap();
+            let words = words_of(&f.to_bytes());
+            let snap = Snapshot::parse(&f.to_bytes());
+            let level = &snap.levels[0];
+            let stride = match layout {
+                Layout::OneWord => 64,
+                Layout::Packed => 4 * u64::from(bits),
+                _ => 4 * u64::from(bits) - 4,
+            };
+            let end = level.buckets as u64 * stride;
+            let block_bits = level.words.len() as u64 * 64;
+            let mut tried = 0;
+            for bit in (end..block_bits).step_by(7).chain([block_bits - 1]) {
+                if bit < end {
+                    continue;
+                }
+                let mut bad = words.clone();
+                set_bits(&mut bad, FIRST_BLOCK, bit, 1, 1);
+                let result = restore_and_use(&resealed(bad), &[]);
+                assert!(
+                    matches!(result, Err(PersistError::InvalidParameter { .. })),
+                    "{layout:?} f={bits} bit {bit} of {block_bits} (end {end}): {:?}",
+                    result.err()
+                );
+                tried += 1;
+            }
+            // One-word widths that fill their words have no bits past the last bucket.
+            if end < block_bits {
+                assert!(tried > 0);
+            }
+            // Bits above the last lane of a one-word bucket are no lane either.
+            if layout == Layout::OneWord && 64 % bits != 0 {
+                let mut bad = words.clone();
+                bad[FIRST_BLOCK] |= 1 << 63;
+                let result = restore_and_use(&resealed(bad), &[]);
+                assert!(
+                    matches!(result, Err(PersistError::InvalidParameter { .. })),
+                    "one-word f={bits}: {:?}",
+                    result.err()
+                );
+            }
+        }
+    }
+}
+
+/// Truncated or padded snapshots of every layout: `Truncated` or `TrailingBytes`.
+#[test]
+fn truncated_or_padded_snapshots_of_every_layout_are_refused() {
+    for layout in LAYOUTS {
+        for bits in [5, 10, 13, 21, 32] {
+            let (f, _) = filled_in(layout, Some(bits), 20, 2, 100, 7);
+            let bytes = f.to_bytes();
+            for cut in [1, 7, 8, 9, 16, bytes.len() / 2, bytes.len() - 1] {
+                let short = &bytes[..bytes.len() - cut];
+                assert!(matches!(
+                    CuckooFilter::from_bytes(short),
+                    Err(PersistError::Truncated)
+                ));
+                assert!(matches!(
+                    CuckooFilter::read_from(short),
+                    Err(PersistError::Truncated)
+                ));
+            }
+            for pad in [1, 8, 24] {
+                let mut long = bytes.clone();
+                long.extend(std::iter::repeat_n(0, pad));
+                assert!(matches!(
+                    CuckooFilter::from_bytes(&long),
+                    Err(PersistError::TrailingBytes { extra }) if extra == pad
+                ));
+                // A stream reads exactly the snapshot and leaves the rest.
+                assert!(CuckooFilter::read_from(&long[..]).is_ok());
+            }
+        }
+    }
+}
+
+/// Version 2 has no layouts: its flags are reserved, so a version-2 header with any nonzero
+/// flags is refused; with zero flags a one-word snapshot loads as version 2.
+#[test]
+fn a_version_2_header_with_nonzero_flags_is_refused() {
+    let (f, kept) = filled_in(Layout::OneWord, Some(12), 50, 2, 200, 3);
+    let words = words_of(&f.to_bytes());
+    let mut v2 = words.clone();
+    v2[1] = (v2[1] & !0xFFFF) | 2;
+    let g = restore_and_use(&resealed(v2.clone()), &kept).expect("a version 2 one-word snapshot");
+    assert!(kept.iter().all(|k| g.contains(k)));
+    assert_eq!(g.layout(), Layout::OneWord);
+    for flags in [1u64, 2, 3, 0x8000, 0xFFFF] {
+        let mut bad = v2.clone();
+        bad[1] |= flags << 16;
+        let result = restore_and_use(&resealed(bad), &kept);
+        assert!(
+            matches!(result, Err(PersistError::InvalidParameter { .. })),
+            "flags {flags}: {:?}",
+            result.err()
+        );
+    }
 }

@@ -34,7 +34,7 @@ impl Table {
         // the lookup's: stripe version (Acquire), then both words (Acquire).
         for i in 0..keys.len() {
             let (a, b) = buckets[i];
-            begun[i] = self.stripes.of(a).read_begin();
+            begun[i] = self.read_begin(a, b);
             words[i] = (
                 self.load(a, Ordering::Acquire),
                 self.load(b, Ordering::Acquire),
@@ -44,12 +44,12 @@ impl Table {
         // is absent if the version is unchanged; an item that collided with a writer falls
         // back to the one-at-a-time lookup (which re-reads and retries).
         for (i, &key) in keys.iter().enumerate() {
-            let (a, _) = buckets[i];
+            let (a, b) = buckets[i];
             let fp = key.fingerprint;
             let (first, second) = &words[i];
             out[i] = if self.layout.holds(first, fp) | self.layout.holds(second, fp) {
                 Lookup::Present
-            } else if self.stripes.of(a).read_validate(begun[i]) {
+            } else if self.read_validate(a, b, begun[i]) {
                 Lookup::Absent
             } else {
                 self.lookup(key)

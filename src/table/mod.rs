@@ -25,6 +25,19 @@ fn stripe_group_shift(layout: &BucketLayout) -> u32 {
     layout.word_group_shift()
 }
 
+/// Whether a lookup's miss must be validated against the stripes of both of its buckets, not
+/// only the primary's.
+///
+/// A write into bucket `b` holds `b`'s stripe but maybe not that of the other bucket `a` of an
+/// item stored in `b`. In a plain layout it leaves that item's lane as it was, so a reader needs
+/// no more than `a`'s stripe. A semi-sorted bucket is re-encoded as a whole (its lanes re-sorted,
+/// the index rewritten), and when it spans several words a reader's loads may see some words
+/// before the write and some after: a code that decodes to neither, in which the item is
+/// missing. Only `b`'s stripe tells such a reader that its read was torn.
+fn misses_need_both_stripes(layout: &BucketLayout) -> bool {
+    layout.kind() == LayoutKind::SemiSorted && layout.span() != Span::One
+}
+
 /// [`Access`] as a const generic parameter of the specialised hot paths.
 const WITHIN: u8 = 0;
 const STRADDLING: u8 = 1;
@@ -128,6 +141,9 @@ pub(crate) struct AllocationFailed {
 pub(crate) struct Table {
     shape: TableShape,
     layout: BucketLayout,
+    /// Whether a miss must be validated against the stripes of both buckets (see
+    /// `misses_need_both_stripes`).
+    misses_need_both: bool,
     mapper: KeyMapper,
     words: BucketWords,
     stripes: StripeSet,
@@ -154,6 +170,7 @@ impl Table {
         Ok(Table {
             shape,
             layout,
+            misses_need_both: misses_need_both_stripes(&layout),
             mapper: KeyMapper::new(shape.nesting()),
             words: BucketWords::zeroed(words, huge_pages)?,
             stripes: StripeSet::grouped(shape.stripes, stripe_group_shift(&layout)),
@@ -190,6 +207,7 @@ impl Table {
         Table {
             shape,
             layout,
+            misses_need_both: misses_need_both_stripes(&layout),
             mapper: KeyMapper::new(shape.nesting()),
             words,
             stripes,

@@ -46,7 +46,7 @@ impl Table {
     /// be a key's bucket pair in this table, primary first.
     #[inline]
     pub(crate) fn begin_read(&self, at: Narrowed) -> (u64, (Bucket, Bucket)) {
-        let begun = self.stripes.of(at.a).read_begin();
+        let begun = self.read_begin(at.a, at.b);
         (begun, self.load_pair(at.a, at.b))
     }
 
@@ -61,7 +61,33 @@ impl Table {
     /// `Stripe::read_validate`).
     #[inline]
     pub(crate) fn miss_proven(&self, at: Narrowed, begun: u64) -> bool {
-        cfg!(loom_mutant = "levels_unvalidated_miss") || self.stripes.of(at.a).read_validate(begun)
+        cfg!(loom_mutant = "levels_unvalidated_miss") || self.read_validate(at.a, at.b, begun)
+    }
+
+    /// Starts the seqlock read of a key's buckets `a` (its primary) and `b`: the version of
+    /// `a`'s stripe, or, where a miss needs both (`misses_need_both_stripes`), one value for the
+    /// versions of both stripes (odd while either is held).
+    #[inline(always)]
+    pub(super) fn read_begin(&self, a: usize, b: usize) -> u64 {
+        let in_a = self.stripes.of(a).read_begin();
+        if !self.misses_need_both {
+            return in_a;
+        }
+        both_versions(in_a, self.stripes.of(b).read_begin())
+    }
+
+    /// Whether no writer touched the stripes `read_begin` read since it returned `begun` (see
+    /// `Stripe::read_validate`: the bucket loads before this must be Acquire).
+    #[inline(always)]
+    pub(super) fn read_validate(&self, a: usize, b: usize, begun: u64) -> bool {
+        if !self.misses_need_both {
+            return self.stripes.of(a).read_validate(begun);
+        }
+        let now = both_versions(
+            self.stripes.of(a).version_now(),
+            self.stripes.of(b).version_now(),
+        );
+        begun & 1 == 0 && now == begun
     }
 
     /// Both buckets: Acquire loads, `a` first.
@@ -148,14 +174,13 @@ impl Table {
             return (Lookup::Present, 0);
         }
         // The seqlock read: version, then the words again (cached now), then the version.
-        let stripe = self.stripes.of(a);
-        let begun = stripe.read_begin();
+        let begun = self.read_begin(a, b);
         let now = load_pair();
         // Unchanged words cannot hold `fp` now either: skip the test.
         if now != seen && holds_either(now) {
             return (Lookup::Present, 0);
         }
-        if stripe.read_validate(begun) {
+        if self.read_validate(a, b, begun) {
             return (Lookup::Absent, 0);
         }
         self.lookup_contended(a, b, fp, now)
@@ -175,16 +200,15 @@ impl Table {
         if self.reprobe(a, fp) {
             return (Lookup::Present, 1);
         }
-        let stripe = self.stripes.of(a);
         for attempt in 2..=self.limits.read_attempts {
             reader_pause();
             let failed = attempt - 1;
-            let begun = stripe.read_begin();
+            let begun = self.read_begin(a, b);
             let now = self.load_pair(a, b);
             if now != seen && self.holds_either(now, fp) {
                 return (Lookup::Present, failed);
             }
-            if stripe.read_validate(begun) {
+            if self.read_validate(a, b, begun) {
                 return (Lookup::Absent, failed);
             }
             if self.reprobe(a, fp) {
@@ -221,12 +245,11 @@ impl Table {
     pub(crate) fn count(&self, key: ItemKey) -> usize {
         let (a, b) = self.buckets_of(key);
         let fp = key.fingerprint;
-        let stripe = self.stripes.of(a);
         for _ in 0..self.limits.read_attempts {
-            let begun = stripe.read_begin();
+            let begun = self.read_begin(a, b);
             // Acquire: orders the validating load after these (see `Stripe::read_validate`).
             let n = self.count_in(a, b, fp, Ordering::Acquire);
-            if stripe.read_validate(begun) {
+            if self.read_validate(a, b, begun) {
                 return n;
             }
             reader_pause();
@@ -244,5 +267,17 @@ impl Table {
             self.layout.count(&self.load(b, order), fp)
         };
         (in_a + in_b) as usize
+    }
+}
+
+/// One value for the versions of two stripes: odd while either is held, else their sum. Each
+/// version only grows (by 2 a release, wrapping after 2^63 releases), so two even readings of
+/// both stripes give the same sum only if neither stripe changed in between.
+#[inline(always)]
+fn both_versions(a: u64, b: u64) -> u64 {
+    if (a | b) & 1 != 0 {
+        1
+    } else {
+        a.wrapping_add(b)
     }
 }
