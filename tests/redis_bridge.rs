@@ -17,7 +17,7 @@ use atomic_cuckoo::redisbloom::{
 };
 use common::Rng;
 use redis::{Connection, Value};
-use redis_util::{CuttingProxy, Server};
+use redis_util::{wait_until_alone, CuttingProxy, Server, Trigger};
 
 const RESTORE: ExportMode = ExportMode::Restore { replace: false };
 
@@ -656,29 +656,228 @@ fn missing_keys_wrong_types_and_existing_keys_are_typed_errors() {
     assert!(keys_matching(&mut conn, "*atomic-cuckoo-load*").is_empty());
 }
 
+/// A filter of 50,000 items: its chunks are binary, and a server without the module echoes the
+/// first bytes of an unknown command's arguments in its error reply, which the client cannot
+/// parse (invalid UTF-8) and which breaks the connection.
+fn fifty_thousand_items() -> RedisCuckooFilter {
+    let filter = RedisCuckooFilter::reserve(100_000).unwrap();
+    for i in 0..50_000 {
+        filter.insert(format!("m{i}")).unwrap();
+    }
+    filter
+}
+
+/// Exports to a server without the module fail with `ModuleMissing` before any payload is
+/// sent, and the connection stays usable: checked with `COMMAND INFO`, and with the fallback
+/// probe when `COMMAND` is renamed away.
 #[test]
-fn a_server_without_the_module_refuses_with_its_own_text() {
-    let Some(server) = Server::start_with("a_server_without_the_module", &[], false) else {
+fn a_server_without_the_module_is_detected_before_sending() {
+    let filter = fifty_thousand_items();
+    for extra in [&[][..], &["--rename-command", "COMMAND", ""][..]] {
+        let Some(server) = Server::start_with("a_server_without_the_module", extra, false) else {
+            return;
+        };
+        let mut conn = server.conn();
+        for mode in [RESTORE, ExportMode::LoadChunk, ExportMode::LoadChunkReplace] {
+            let e = filter.export_to(&mut conn, "k", mode).unwrap_err();
+            assert!(
+                matches!(e, BridgeError::ModuleMissing { .. }),
+                "{extra:?} {mode:?}: {e:?}"
+            );
+            println!("{extra:?} {mode:?} without the module: {e}");
+            let pong: String = redis::cmd("PING").query(&mut conn).unwrap();
+            assert_eq!(pong, "PONG", "{mode:?}: the connection is still usable");
+        }
+        let () = redis::cmd("SET")
+            .arg("k")
+            .arg("v")
+            .query(&mut conn)
+            .unwrap();
+        let e = RedisCuckooFilter::import_from(&mut conn, "k").unwrap_err();
+        assert!(matches!(e, BridgeError::ModuleMissing { .. }), "{e:?}");
+        println!("import without the module: {e}");
+        let keys = keys_matching(&mut conn, "*");
+        assert_eq!(keys, ["k"], "nothing left behind");
+    }
+}
+
+/// A server where `COMMAND` and `CONFIG` are renamed away (as managed services do): both
+/// checks before an export are refused, and the export goes on.
+#[test]
+fn exports_go_on_when_command_and_config_are_refused() {
+    let Some(server) = Server::start_with(
+        "exports_go_on_when_command_and_config_are_refused",
+        &[
+            "--rename-command",
+            "COMMAND",
+            "",
+            "--rename-command",
+            "CONFIG",
+            "",
+        ],
+        true,
+    ) else {
         return;
     };
     let mut conn = server.conn();
+    let filter = fifty_thousand_items();
+    for (key, mode) in [("r", RESTORE), ("l", ExportMode::LoadChunk)] {
+        let sent = filter.export_to(&mut conn, key, mode).unwrap();
+        assert_eq!(server_scandump(&mut conn, key), filter.scandump(), "{key}");
+        println!("{mode:?} with COMMAND and CONFIG refused: {sent:?}");
+    }
+}
+
+/// Keys with no expiry, other than `allowed`.
+fn keys_without_expiry(admin: &mut Connection, allowed: &[&str]) -> Vec<String> {
+    keys_matching(admin, "*")
+        .into_iter()
+        .filter(|k| !allowed.contains(&k.as_str()))
+        .filter(|k| redis::cmd("PTTL").arg(k).query::<i64>(admin).unwrap() == -1)
+        .collect()
+}
+
+/// The connection cut right after the `CF.LOADCHUNK` of the header, which creates the
+/// temporary key: the key must not stay without an expiry (the server allocates every
+/// sub-filter for the header alone).
+#[test]
+fn a_cut_right_after_the_loadchunk_header_leaves_no_key_without_expiry() {
+    let Some(server) = Server::start("a_cut_right_after_the_loadchunk_header") else {
+        return;
+    };
+    let mut admin = server.conn();
     let filter = RedisCuckooFilter::reserve(1000).unwrap();
     filter.insert("x").unwrap();
-    for mode in [RESTORE, ExportMode::LoadChunk] {
-        let e = filter.export_to(&mut conn, "k", mode).unwrap_err();
-        assert!(matches!(e, BridgeError::Refused { .. }), "{mode:?}: {e:?}");
-        println!("{mode:?} without the module: {e}");
+    for mode in [ExportMode::LoadChunk, ExportMode::LoadChunkReplace] {
+        let proxy = CuttingProxy::start(server.port);
+        let mut conn = redis::Client::open(proxy.url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        proxy.on_command("CF.LOADCHUNK", 1, Trigger::Cut);
+        let e = filter.export_to(&mut conn, "target", mode).unwrap_err();
+        assert!(proxy.triggered.load(Ordering::SeqCst), "{mode:?}: no cut");
+        assert!(matches!(e, BridgeError::Connection(_)), "{mode:?}: {e:?}");
+        // Once the server dropped the client, it has run everything it received.
+        drop(conn);
+        wait_until_alone(&mut admin);
+        let left = keys_without_expiry(&mut admin, &[]);
+        assert!(left.is_empty(), "{mode:?}: keys without expiry: {left:?}");
+        for tmp in keys_matching(&mut admin, "*atomic-cuckoo-load*") {
+            let ttl: i64 = redis::cmd("PTTL").arg(&tmp).query(&mut admin).unwrap();
+            println!("{mode:?}: temporary key {tmp} left with PTTL {ttl} ms");
+        }
+        println!("{mode:?} cut after the header's CF.LOADCHUNK: {e}");
+        let () = redis::cmd("FLUSHALL").query(&mut admin).unwrap();
     }
-    let () = redis::cmd("SET")
-        .arg("k")
-        .arg("v")
-        .query(&mut conn)
+}
+
+/// A payload over the server's `proto-max-bulk-len` (1 MiB here, a 4 MiB filter): `Restore`
+/// is refused before anything is sent, `LoadChunk` sends smaller chunks and succeeds.
+#[test]
+fn payloads_over_proto_max_bulk_len_are_refused_or_split() {
+    let Some(server) = Server::start_with(
+        "payloads_over_proto_max_bulk_len",
+        &["--proto-max-bulk-len", "1mb"],
+        true,
+    ) else {
+        return;
+    };
+    let mut conn = server.conn();
+    let filter = RedisCuckooFilter::builder()
+        .capacity(1 << 22)
+        .bucket_size(4)
+        .build()
         .unwrap();
-    let e = RedisCuckooFilter::import_from(&mut conn, "k").unwrap_err();
-    assert!(matches!(e, BridgeError::Refused { .. }), "{e:?}");
-    println!("import without the module: {e}");
-    let keys = keys_matching(&mut conn, "*");
-    assert_eq!(keys, ["k"], "nothing left behind");
+    for i in 0..100_000 {
+        filter.insert(format!("p{i}")).unwrap();
+    }
+    assert!(filter.info().size >= 4 << 20);
+    for replace in [false, true] {
+        let e = filter
+            .export_to(&mut conn, "r", ExportMode::Restore { replace })
+            .unwrap_err();
+        assert!(
+            matches!(&e, BridgeError::Refused { command: "RESTORE", message }
+                if message.contains("proto-max-bulk-len")),
+            "{e:?}"
+        );
+        println!("RESTORE of 4 MiB, proto-max-bulk-len 1mb: {e}");
+        let pong: String = redis::cmd("PING").query(&mut conn).unwrap();
+        assert_eq!(pong, "PONG");
+    }
+    for (key, mode) in [
+        ("l", ExportMode::LoadChunk),
+        ("lr", ExportMode::LoadChunkReplace),
+    ] {
+        let sent = filter.export_to(&mut conn, key, mode).unwrap();
+        println!("{mode:?} of 4 MiB, proto-max-bulk-len 1mb: {sent:?}");
+        assert_eq!(server_scandump(&mut conn, key), filter.scandump(), "{key}");
+    }
+    let mut keys = keys_matching(&mut conn, "*");
+    keys.sort();
+    assert_eq!(keys, ["l", "lr"], "no temporary key, nothing restored");
+}
+
+/// The server's reply held back until the client's read times out: the export returns
+/// `Connection` whether or not the key was written, and the check the docs give (on a fresh
+/// connection: `EXISTS`, then the filter compared) tells which. No key without an expiry stays
+/// besides a written target.
+#[test]
+fn an_unknown_outcome_is_told_apart_by_the_documented_check() {
+    let Some(server) = Server::start("an_unknown_outcome_is_told_apart") else {
+        return;
+    };
+    let mut admin = server.conn();
+    let filter = fifty_thousand_items();
+    // The command whose reply (and all after it) is held, and which occurrence of it.
+    for (mode, command, nth) in [
+        (RESTORE, "RESTORE", 1),
+        (ExportMode::LoadChunk, "RENAMENX", 1),
+        (ExportMode::LoadChunk, "CF.LOADCHUNK", 2),
+        (ExportMode::LoadChunkReplace, "RENAME", 1),
+    ] {
+        let proxy = CuttingProxy::start(server.port);
+        let mut conn = redis::Client::open(proxy.url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        conn.set_read_timeout(Some(std::time::Duration::from_millis(300)))
+            .unwrap();
+        proxy.on_command(command, nth, Trigger::HoldReplies);
+        let e = filter.export_to(&mut conn, "target", mode).unwrap_err();
+        assert!(proxy.triggered.load(Ordering::SeqCst), "{mode:?} {command}");
+        assert!(matches!(e, BridgeError::Connection(_)), "{mode:?}: {e:?}");
+        drop(conn);
+        wait_until_alone(&mut admin);
+        // What the server did, from its replies that never reached the client: RESTORE's OK,
+        // or the publishing transaction's EXEC (PERSIST 1, RENAME OK / RENAMENX 1, ...).
+        let held = String::from_utf8_lossy(&proxy.held()).into_owned();
+        let written = match command {
+            "RESTORE" => held.starts_with("+OK\r\n"),
+            "RENAMENX" => held.contains("*3\r\n:1\r\n:1\r\n"),
+            "RENAME" => held.contains("*2\r\n:1\r\n+OK\r\n"),
+            _ => false,
+        };
+        // The documented check, on a fresh connection.
+        let mut fresh = server.conn();
+        let exists: i64 = redis::cmd("EXISTS")
+            .arg("target")
+            .query(&mut fresh)
+            .unwrap();
+        assert_eq!(exists == 1, written, "{mode:?} {command}: held {held:?}");
+        if exists == 1 {
+            let there = RedisCuckooFilter::import_from(&mut fresh, "target").unwrap();
+            assert_eq!(there.scandump(), filter.scandump(), "{mode:?} {command}");
+        }
+        let left = keys_without_expiry(&mut fresh, if written { &["target"] } else { &[] });
+        assert!(left.is_empty(), "{mode:?} {command}: {left:?}");
+        println!(
+            "{mode:?}, replies held from {command} #{nth}: {e}; key written: {written}, EXISTS \
+             {exists}"
+        );
+        let () = redis::cmd("FLUSHALL").query(&mut admin).unwrap();
+    }
 }
 
 #[test]
@@ -874,7 +1073,8 @@ struct ClaimsVersion {
 
 impl redis::ConnectionLike for ClaimsVersion {
     fn req_packed_command(&mut self, cmd: &[u8]) -> redis::RedisResult<Value> {
-        if cmd.windows(6).any(|w| w.eq_ignore_ascii_case(b"\r\nINFO")) {
+        // INFO itself (`*2 $4 INFO $6 server`), not COMMAND INFO.
+        if cmd.starts_with(b"*2\r\n$4\r\nINFO\r\n") {
             self.infos += 1;
             let text = format!(
                 "# Server\r\nredis_version:{}\r\nredis_mode:standalone\r\n",
@@ -930,8 +1130,8 @@ fn restore_steps_down_to_an_rdb_version_the_server_takes() {
     let tries = u64::from(12 - honest.rdb_version.unwrap()) + 1;
     assert_eq!(
         stepped.commands,
-        1 + tries,
-        "INFO, then one RESTORE per version"
+        3 + tries,
+        "COMMAND INFO, CONFIG GET, INFO, then one RESTORE per version"
     );
     println!(
         "Redis {actual}: honest INFO → RDB {:?} in {} commands; claiming 8.0.0 → RDB {:?} after \
@@ -1099,9 +1299,38 @@ fn exports_and_imports_through_a_cluster_connection() {
             "{key}: server answers"
         );
     }
+    // Keys with a `}` but no hash tag hash whole: the temporary key must be in their slot too.
+    for key in ["a}b", "{}x", "x{}y{z}", "}{a}"] {
+        filter
+            .export_to(&mut cluster, key, ExportMode::LoadChunk)
+            .unwrap_or_else(|e| panic!("{key}: {e:?}"));
+        assert_eq!(server_scandump(&mut admin, key), filter.scandump(), "{key}");
+    }
+    // The rule the bridge's unit test checks temporary keys against (the redis crate's slot
+    // function) is the server's.
+    for key in [
+        &b"a}b"[..],
+        b"{}x",
+        b"{a}{b}",
+        b"a{b}c",
+        b"{",
+        b"}{a}",
+        b"\xff{\x00}\x80",
+    ] {
+        let slot: u16 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut admin)
+            .unwrap();
+        assert_eq!(
+            redis::cluster_routing::Slot::new(slot),
+            Some(redis::cluster_routing::Slot::for_key(key)),
+            "{key:?}"
+        );
+    }
     assert_eq!(
         keys_matching(&mut admin, "*").len(),
-        2,
+        6,
         "no temporary key left behind"
     );
 }

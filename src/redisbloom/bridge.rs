@@ -134,8 +134,14 @@ pub enum BridgeError {
         /// `None` when `EXISTS` or `RENAMENX` showed it.
         message: Option<String>,
     },
-    /// The server refused a command (for example, the module is not loaded, or the filter is
-    /// too large for `proto-max-bulk-len`).
+    /// The server has no RedisBloom module: it does not know the `CF.*` commands. An export
+    /// finds this out before it sends the filter (see [`RedisCuckooFilter::export_to`]).
+    ModuleMissing {
+        /// What showed it: `COMMAND INFO`'s answer, or the server's reply to a `CF.*` command.
+        message: String,
+    },
+    /// The server refused a command (for example, the filter is too large for
+    /// `proto-max-bulk-len`).
     Refused {
         /// The command.
         command: &'static str,
@@ -185,6 +191,9 @@ impl fmt::Display for BridgeError {
                     Some(message) => write!(f, " (server: {message})"),
                     None => Ok(()),
                 }
+            }
+            BridgeError::ModuleMissing { message } => {
+                write!(f, "the server has no RedisBloom module ({message})")
             }
             BridgeError::Refused { command, message } => {
                 write!(f, "the server refused {command}: {message}")
@@ -252,6 +261,8 @@ fn refusal(command: &'static str, key: &[u8], message: String) -> BridgeError {
             key: show(key),
             message: Some(message),
         }
+    } else if command.starts_with("CF.") && message.starts_with("ERR unknown command") {
+        BridgeError::ModuleMissing { message }
     } else if message == "ERR not found" || message == "ERR no such key" {
         BridgeError::MissingKey {
             key: show(key),
@@ -307,9 +318,29 @@ impl<'c> Session<'c> {
         command: &'static str,
         cmd: &Cmd,
     ) -> Result<Result<Value, String>, BridgeError> {
+        let result = self.conn.req_command(cmd);
+        self.answer(command, result)
+    }
+
+    /// As [`raw`](Session::raw), for one command already in RESP form (sent as it is, without
+    /// the copies a [`Cmd`] makes of its arguments).
+    fn raw_packed(
+        &mut self,
+        command: &'static str,
+        packed: &[u8],
+    ) -> Result<Result<Value, String>, BridgeError> {
+        let result = self.conn.req_packed_command(packed);
+        self.answer(command, result)
+    }
+
+    fn answer(
+        &mut self,
+        command: &'static str,
+        result: redis::RedisResult<Value>,
+    ) -> Result<Result<Value, String>, BridgeError> {
         self.commands += 1;
         self.round_trips += 1;
-        match self.conn.req_command(cmd) {
+        match result {
             Ok(Value::ServerError(e)) => Ok(Err(server_text(&e))),
             Ok(value) => Ok(Ok(value)),
             // A cluster connection returns the server's error replies as errors.
@@ -581,8 +612,49 @@ fn redis_version(reply: &Value) -> Option<String> {
         .map(|v| v.trim().to_owned())
 }
 
-/// A temporary key in the same hash slot as `key` (so that `RENAME` works in a cluster): `key`
-/// itself plus a suffix if it has a hash tag, `{key}` plus a suffix if it has no `}`.
+/// Redis Cluster's hash tag of `key`: the bytes between its first `{` and the first `}` after
+/// that, if there are any; `None` when the whole key is hashed (no `{`, no `}` after it, or
+/// nothing between them).
+fn hash_tag(key: &[u8]) -> Option<&[u8]> {
+    let open = key.iter().position(|&b| b == b'{')?;
+    let len = key[open + 1..].iter().position(|&b| b == b'}')?;
+    (len > 0).then(|| &key[open + 1..open + 1 + len])
+}
+
+/// CRC-16/XMODEM (polynomial 0x1021, initial value 0), Redis Cluster's key hash.
+fn crc16(bytes: &[u8]) -> u16 {
+    bytes.iter().fold(0u16, |mut crc, &b| {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+        crc
+    })
+}
+
+/// The cluster hash slot of `key`.
+fn key_slot(key: &[u8]) -> u16 {
+    crc16(hash_tag(key).unwrap_or(key)) & 0x3fff
+}
+
+/// The shortest lower-case hex number whose slot is `slot` (every slot has one below
+/// 0x100000: the unit tests check them all).
+fn tag_for_slot(slot: u16) -> Vec<u8> {
+    (0u32..)
+        .map(|n| format!("{n:x}").into_bytes())
+        .find(|tag| crc16(tag) & 0x3fff == slot)
+        .unwrap_or_default()
+}
+
+/// A temporary key in the same hash slot as `key` (so that `RENAME` works in a cluster):
+/// `key` itself plus a suffix if it has a hash tag; `{key}` plus a suffix if it has none and
+/// no `}` (its tag is then `key`, which was hashed whole); otherwise (a `}` but no tag: `a}b`,
+/// `{}x`, whose whole key is hashed but can be no tag; or the empty key) `{n}` before `key`,
+/// `n` a hex number in the key's slot.
 fn temp_key(key: &[u8]) -> Vec<u8> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now()
@@ -593,19 +665,18 @@ fn temp_key(key: &[u8]) -> Vec<u8> {
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     );
-    let has_tag = key.iter().position(|&b| b == b'{').is_some_and(|open| {
-        key[open + 1..]
-            .iter()
-            .position(|&b| b == b'}')
-            .is_some_and(|len| len > 0)
-    });
-    let mut tmp = Vec::with_capacity(key.len() + suffix.len() + 2);
-    if has_tag || key.contains(&b'}') {
+    let mut tmp = Vec::with_capacity(key.len() + suffix.len() + 8);
+    if hash_tag(key).is_some() {
         tmp.extend_from_slice(key);
-    } else {
+    } else if !key.is_empty() && !key.contains(&b'}') {
         tmp.push(b'{');
         tmp.extend_from_slice(key);
         tmp.push(b'}');
+    } else {
+        tmp.push(b'{');
+        tmp.extend_from_slice(&tag_for_slot(key_slot(key)));
+        tmp.push(b'}');
+        tmp.extend_from_slice(key);
     }
     tmp.extend_from_slice(suffix.as_bytes());
     tmp
@@ -657,15 +728,21 @@ impl RedisCuckooFilter {
         let mut session = Session::new(conn, key);
         let (header, data) = self.snapshot();
         check_exportable(&header, &data).map_err(|e| session.inconsistent(e))?;
+        check_module(&mut session)?;
+        let max_bulk = max_bulk_len(&mut session)?;
         let (bytes, rdb_version) = match mode {
             ExportMode::Restore { replace } => {
-                let (bytes, version) = restore(&mut session, &header, &data, replace)?;
+                let (bytes, version) = restore(&mut session, &header, &data, replace, max_bulk)?;
                 (bytes, Some(version))
             }
-            ExportMode::LoadChunk => (load_chunks(&mut session, &header, &data, false)?, None),
-            ExportMode::LoadChunkReplace => {
-                (load_chunks(&mut session, &header, &data, true)?, None)
-            }
+            ExportMode::LoadChunk => (
+                load_chunks(&mut session, &header, &data, false, max_bulk)?,
+                None,
+            ),
+            ExportMode::LoadChunkReplace => (
+                load_chunks(&mut session, &header, &data, true, max_bulk)?,
+                None,
+            ),
         };
         Ok(ExportSummary {
             bytes,
@@ -858,31 +935,128 @@ fn import_by_dump(session: &mut Session<'_>) -> Result<RedisCuckooFilter, Bridge
     }
 }
 
+/// Finds out, before a filter is sent, whether the server has the RedisBloom module: a
+/// server without it answers an unknown `CF.LOADCHUNK` with an error that echoes the start of
+/// its arguments, binary chunk bytes the client cannot parse (the connection is lost), and
+/// `RESTORE` with a bare `ERR Bad data format`.
+///
+/// `COMMAND INFO CF.LOADCHUNK` answers `nil` where the command is unknown. Where `COMMAND` is
+/// refused (renamed, or denied by an ACL, as managed services do), `CF.INFO` without a key
+/// asks the module itself: it answers with its arity error, a server without it with `unknown
+/// command` (ASCII only, so the reply parses whatever it echoes). `MODULE LIST` is not used:
+/// it is an admin command, the one most often denied.
+fn check_module(session: &mut Session<'_>) -> Result<(), BridgeError> {
+    let info = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("CF.LOADCHUNK")
+        .to_owned();
+    if let Ok(Value::Array(commands)) = session.raw("COMMAND", &info)? {
+        match commands.as_slice() {
+            [Value::Nil] => {
+                return Err(BridgeError::ModuleMissing {
+                    message: "COMMAND INFO CF.LOADCHUNK answered nil".to_owned(),
+                })
+            }
+            [Value::Array(_)] => return Ok(()),
+            _ => {}
+        }
+    }
+    match session.raw("CF.INFO", &redis::cmd("CF.INFO"))? {
+        Err(message) if message.starts_with("ERR unknown command") => {
+            Err(BridgeError::ModuleMissing { message })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The server's `proto-max-bulk-len` (the longest argument it takes: a longer one makes it
+/// close the connection), or `None` where `CONFIG GET` is refused or its reply is unclear.
+fn max_bulk_len(session: &mut Session<'_>) -> Result<Option<u64>, BridgeError> {
+    let get = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("proto-max-bulk-len")
+        .to_owned();
+    let Ok(reply) = session.raw("CONFIG", &get)? else {
+        return Ok(None);
+    };
+    let value = match &reply {
+        Value::Array(pair) if pair.len() == 2 => &pair[1],
+        Value::Map(pairs) if pairs.len() == 1 => &pairs[0].1,
+        _ => return Ok(None),
+    };
+    Ok(match value {
+        Value::BulkString(bytes) => std::str::from_utf8(bytes).ok().and_then(|t| t.parse().ok()),
+        Value::SimpleString(text) => text.parse().ok(),
+        Value::Int(n) => u64::try_from(*n).ok(),
+        _ => None,
+    })
+}
+
+/// Appends a RESP bulk string's length line.
+fn put_bulk_len(out: &mut Vec<u8>, len: usize) {
+    out.push(b'$');
+    out.extend_from_slice(len.to_string().as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends a RESP bulk string.
+fn put_bulk(out: &mut Vec<u8>, bytes: &[u8]) {
+    put_bulk_len(out, bytes.len());
+    out.extend_from_slice(bytes);
+    out.extend_from_slice(b"\r\n");
+}
+
 /// The `Restore` export: returns the bytes sent and the RDB version taken.
 fn restore(
     session: &mut Session<'_>,
     header: &Header,
     data: &[Vec<u8>],
     replace: bool,
+    max_bulk: Option<u64>,
 ) -> Result<(u64, u16), BridgeError> {
+    let lens: Vec<usize> = data.iter().map(Vec::len).collect();
+    let len = payload::encoded_len(header, &lens);
+    if let Some(limit) = max_bulk.filter(|&limit| len as u64 > limit) {
+        return Err(BridgeError::Refused {
+            command: "RESTORE",
+            message: format!(
+                "the payload is {len} bytes, over the server's proto-max-bulk-len of {limit} \
+                 (raise it, or export with LoadChunk)"
+            ),
+        });
+    }
     // A server that refuses INFO (an ACL) is tried from the newest version down.
     let info = session.raw("INFO", redis::cmd("INFO").arg("server"))?;
     let newest = info
         .ok()
         .and_then(|info| redis_version(&info))
         .map_or(MAX_RDB_VERSION, |v| rdb_version_for(&v));
+    // `RESTORE key 0 payload [REPLACE]` in RESP, the payload written straight into it: the
+    // snapshot and this buffer are the only copies of the filter (a `Cmd` would copy the
+    // payload once more, and again when packed). A lower RDB version rewrites only the footer.
+    let key = session.key;
+    let mut packed = Vec::with_capacity(len + key.len() + 64);
+    packed.extend_from_slice(if replace { b"*5\r\n" } else { b"*4\r\n" });
+    put_bulk(&mut packed, b"RESTORE");
+    put_bulk(&mut packed, key);
+    put_bulk(&mut packed, b"0");
+    put_bulk_len(&mut packed, len);
+    let start = packed.len();
     let slices: Vec<&[u8]> = data.iter().map(Vec::as_slice).collect();
+    payload::encode_into(&mut packed, header, &slices, newest);
+    debug_assert_eq!(packed.len() - start, len);
+    packed.extend_from_slice(b"\r\n");
+    if replace {
+        put_bulk(&mut packed, b"REPLACE");
+    }
     let mut sent = 0u64;
     let mut refusal_text = String::new();
     for version in (MIN_RDB_VERSION..=newest).rev() {
-        let payload = payload::encode(header, &slices, version);
-        sent += payload.len() as u64;
-        let mut cmd = redis::cmd("RESTORE");
-        cmd.arg(session.key).arg(0).arg(payload);
-        if replace {
-            cmd.arg("REPLACE");
+        if version != newest {
+            payload::set_version(&mut packed[start..start + len], version);
         }
-        match session.raw("RESTORE", &cmd)? {
+        sent += len as u64;
+        match session.raw_packed("RESTORE", &packed)? {
             Ok(reply) => {
                 expect_ok(session, "RESTORE", reply)?;
                 return Ok((sent, version));
@@ -904,6 +1078,7 @@ fn load_chunks(
     header: &Header,
     data: &[Vec<u8>],
     replace: bool,
+    max_bulk: Option<u64>,
 ) -> Result<u64, BridgeError> {
     let key = session.key;
     if !replace {
@@ -918,25 +1093,33 @@ fn load_chunks(
     let tmp = temp_key(key);
     let header_bytes = header.encode();
     let mut sent = HEADER_LEN as u64;
-    // The header (which creates the temporary key), then its expiry.
+    // Chunks no longer than the server takes in one argument (CF.LOADCHUNK takes any size
+    // within a sub-filter; the header's 38 bytes are under any proto-max-bulk-len, 1 MiB at
+    // least).
+    let max_chunk = max_bulk.map_or(MAX_CHUNK, |limit| {
+        MAX_CHUNK.min(usize::try_from(limit).unwrap_or(usize::MAX))
+    });
+    // The header (which creates the temporary key, every sub-filter allocated) and its expiry
+    // in one transaction: a connection lost between the two must not leave a key that never
+    // expires. The server runs neither unless it receives EXEC.
     let mut pipe = redis::pipe();
+    pipe.atomic();
     pipe.cmd("CF.LOADCHUNK")
         .arg(&tmp)
         .arg(1)
         .arg(&header_bytes[..]);
     pipe.cmd("PEXPIRE").arg(&tmp).arg(TEMP_KEY_TTL_MS);
-    let replies = session
-        .pipeline("CF.LOADCHUNK", &mut pipe)?
-        .unwrap_or_default();
+    let replies = session.pipeline("EXEC", &mut pipe)?.unwrap_or_default();
     let mut replies = replies.into_iter();
     let created = replies.next().unwrap_or_default();
-    // On failure nothing was created (or a key of this unlikely name existed: leave it).
+    // On failure nothing was created (or a key of this name, unique to this process, time and
+    // counter, existed: leave it).
     expect_ok(session, "CF.LOADCHUNK", created)?;
     let result = (|| {
         // Data chunks in pipelines of about 16 MiB, each followed by a fresh expiry. All-zero
         // chunks are skipped: the header created the sub-filters zero-filled.
         let lens = data.iter().map(Vec::len);
-        let mut plan = chunks::data_chunks(lens)
+        let mut plan = chunks::data_chunks_of(lens, max_chunk)
             .filter(|c| data[c.filter][c.range.clone()].iter().any(|&b| b != 0))
             .peekable();
         while plan.peek().is_some() {
@@ -1022,35 +1205,82 @@ mod tests {
         }
     }
 
+    /// Temporary keys land in their key's slot, as the `redis` crate's cluster client (whose
+    /// slot function the bridge tests check against a server's `CLUSTER KEYSLOT`) computes
+    /// slots: keys with and without a hash tag, with a `}` but no tag, binary keys.
     #[test]
     fn temp_keys_share_the_hash_slot() {
-        let tag = |k: &[u8]| -> Vec<u8> {
-            // Redis Cluster's rule: the bytes between the first `{` and the next `}`, if any.
-            if let Some(open) = k.iter().position(|&b| b == b'{') {
-                if let Some(len) = k[open + 1..].iter().position(|&b| b == b'}') {
-                    if len > 0 {
-                        return k[open + 1..open + 1 + len].to_vec();
-                    }
-                }
-            }
-            k.to_vec()
-        };
-        // (The empty key is the one whose slot no other key shares this way.)
-        for key in [
-            &b"users"[..],
+        use redis::cluster_routing::Slot;
+        let keys: [&[u8]; 20] = [
+            b"users",
             b"user:{42}",
             b"a{b",
             b"{}x",
-            b"x{}y{z}",
+            b"a}b",
+            b"}",
+            b"{",
+            b"{}",
             b"{a}{b}",
-        ] {
+            b"a{b}c",
+            b"}{a}",
+            b"x{}y{z}",
+            b"{{}}",
+            b"{}}",
+            b"}}{",
+            b"",
+            b"\xff\x00}\x80",
+            b"\x00{\xff}\x01",
+            b"\xfe{}\xfd",
+            b"{\x00\x7d",
+        ];
+        for key in keys {
             let tmp = temp_key(key);
-            assert!(tmp.starts_with(key) || tmp[1..].starts_with(key));
-            if !key.contains(&b'}') || tag(key) != *key {
-                assert_eq!(tag(&tmp), tag(key), "{:?}", show(key));
-            }
+            assert_eq!(
+                Slot::for_key(&tmp),
+                Slot::for_key(key),
+                "{:?} -> {:?}",
+                show(key),
+                show(&tmp)
+            );
+            assert_eq!(key_slot(&tmp), key_slot(key), "{:?}", show(key));
+            let at = tmp.windows(key.len().max(1)).position(|w| w == key);
+            assert!(key.is_empty() || at.is_some(), "{:?}", show(&tmp));
         }
         assert_ne!(temp_key(b"k"), temp_key(b"k"));
+    }
+
+    /// This crate's slot function agrees with the `redis` crate's on many random keys made of
+    /// few distinct bytes (braces often), and the slot search behind `{n}` tags ends for every
+    /// slot.
+    #[test]
+    fn slots_agree_with_the_redis_crate_and_every_slot_has_a_tag() {
+        use redis::cluster_routing::Slot;
+        let mut rng = crate::redisbloom::testkit::Rng::seeded("slots_agree_with_the_redis_crate");
+        for _ in 0..20_000 {
+            let len = rng.below(8) as usize;
+            let key: Vec<u8> = (0..len)
+                .map(|_| b"{}a\xff"[rng.below(4) as usize])
+                .collect();
+            assert_eq!(
+                Slot::new(key_slot(&key)),
+                Some(Slot::for_key(&key)),
+                "{key:?}"
+            );
+        }
+        let mut found = vec![false; 1 << 14];
+        let mut left = found.len();
+        for n in 0u32..0x10_0000 {
+            let slot = crc16(format!("{n:x}").as_bytes()) & 0x3fff;
+            if !std::mem::replace(&mut found[usize::from(slot)], true) {
+                left -= 1;
+                if left == 0 {
+                    println!("every slot has a tag below {n:#x}");
+                    break;
+                }
+            }
+        }
+        assert_eq!(left, 0);
+        assert_eq!(key_slot(&tag_for_slot(12_182)), 12_182);
     }
 
     #[test]
