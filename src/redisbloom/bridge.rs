@@ -364,30 +364,43 @@ impl<'c> Session<'c> {
         command: &'static str,
         pipe: &mut Pipeline,
     ) -> Result<Option<Vec<Value>>, BridgeError> {
-        self.commands += pipe.len() as u64 + if pipe.is_transaction() { 2 } else { 0 };
+        let packed = pipe.get_packed_pipeline();
+        self.packed_pipeline(command, &packed, pipe.len(), pipe.is_transaction())
+    }
+
+    /// As [`pipeline`](Session::pipeline), for `len` commands already in RESP form (a
+    /// transaction's `MULTI` and `EXEC` not counted in `len`).
+    fn packed_pipeline(
+        &mut self,
+        command: &'static str,
+        packed: &[u8],
+        len: usize,
+        transaction: bool,
+    ) -> Result<Option<Vec<Value>>, BridgeError> {
+        self.commands += len as u64 + if transaction { 2 } else { 0 };
         self.round_trips += 1;
         // The packed commands go straight to the connection, not through `Pipeline::query`,
         // which refuses a cluster connection (it "does not support pipelining", yet sends a
         // pipeline whose commands share a hash slot to that slot's node, which is all this
         // bridge sends), and which would take the replies' errors apart.
-        let (offset, count) = if pipe.is_transaction() {
-            (pipe.len() + 1, 1) // MULTI's and the QUEUED replies, then EXEC's
+        let (offset, count) = if transaction {
+            (len + 1, 1) // MULTI's and the QUEUED replies, then EXEC's
         } else {
-            (0, pipe.len())
+            (0, len)
         };
         let mut replies = self
             .conn
-            .req_packed_commands(&pipe.get_packed_pipeline(), offset, count)
+            .req_packed_commands(packed, offset, count)
             .map_err(|e| client_error(command, self.key, e))?;
-        let reply = match (pipe.is_transaction(), replies.pop()) {
+        let reply = match (transaction, replies.pop()) {
             (true, Some(exec)) if replies.is_empty() => exec,
             (true, other) => Value::Array(replies.into_iter().chain(other).collect()),
             (false, last) => Value::Array(replies.into_iter().chain(last).collect()),
         };
         match reply {
             Value::ServerError(e) => Err(refusal(command, self.key, server_text(&e))),
-            Value::Nil if pipe.is_transaction() => Ok(None),
-            Value::Array(replies) if replies.len() == pipe.len() => Ok(Some(replies)),
+            Value::Nil if transaction => Ok(None),
+            Value::Array(replies) if replies.len() == len => Ok(Some(replies)),
             other => Err(BridgeError::UnexpectedReply {
                 command,
                 reply: abridged(&other),
@@ -1122,22 +1135,35 @@ fn load_chunks(
         let mut plan = chunks::data_chunks_of(lens, max_chunk)
             .filter(|c| data[c.filter][c.range.clone()].iter().any(|&b| b != 0))
             .peekable();
+        // Each pipeline is packed by hand into one buffer of its final size: a `Pipeline` would
+        // copy every chunk into its commands, then again when packed.
         while plan.peek().is_some() {
-            let mut pipe = redis::pipe();
+            let mut batch = Vec::new();
             let mut bytes = 0usize;
             while let Some(c) =
                 plan.next_if(|c| bytes == 0 || bytes + c.range.len() <= PIPELINE_BYTES)
             {
                 bytes += c.range.len();
-                pipe.cmd("CF.LOADCHUNK")
-                    .arg(&tmp)
-                    .arg(c.iterator)
-                    .arg(&data[c.filter][c.range]);
+                batch.push(c);
             }
-            pipe.cmd("PEXPIRE").arg(&tmp).arg(TEMP_KEY_TTL_MS);
+            // Per command: the array and 4 length lines, the name, the key, an iterator of at
+            // most 20 digits, the CRLFs; 128 bytes cover all but the key and the chunk.
+            let commands = batch.len() + 1;
+            let mut packed = Vec::with_capacity(bytes + commands * (tmp.len() + 128));
+            for c in batch {
+                packed.extend_from_slice(b"*4\r\n");
+                put_bulk(&mut packed, b"CF.LOADCHUNK");
+                put_bulk(&mut packed, &tmp);
+                put_bulk(&mut packed, c.iterator.to_string().as_bytes());
+                put_bulk(&mut packed, &data[c.filter][c.range]);
+            }
+            packed.extend_from_slice(b"*3\r\n");
+            put_bulk(&mut packed, b"PEXPIRE");
+            put_bulk(&mut packed, &tmp);
+            put_bulk(&mut packed, TEMP_KEY_TTL_MS.to_string().as_bytes());
             sent += bytes as u64;
             let replies = session
-                .pipeline("CF.LOADCHUNK", &mut pipe)?
+                .packed_pipeline("CF.LOADCHUNK", &packed, commands, false)?
                 .unwrap_or_default();
             let count = replies.len();
             for (i, reply) in replies.into_iter().enumerate() {
