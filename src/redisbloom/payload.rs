@@ -355,6 +355,41 @@ mod tests {
         assert!(matches!(decode(&crc), Err(LoadError::Checksum { .. })));
     }
 
+    /// Every single flipped bit of a payload is refused (the CRC-64 catches it), where the same
+    /// flip in a `SCANDUMP` data chunk, which has no checksum, often loads as another filter.
+    #[test]
+    fn every_single_bit_flip_of_a_payload_is_refused() {
+        let mut rng = Rng::seeded("every_single_bit_flip_of_a_payload_is_refused");
+        let (mut payload_flips, mut chunk_flips, mut chunks_loaded) = (0, 0, 0);
+        for _ in 0..20 {
+            let filter = random_filter(&mut rng);
+            let payload = encode_raw(&filter, 12);
+            for bit in 0..payload.len() * 8 {
+                let mut flipped = payload.clone();
+                flipped[bit / 8] ^= 1 << (bit % 8);
+                assert!(decode(&flipped).is_err(), "bit {bit} of {}", payload.len());
+                payload_flips += 1;
+            }
+            let slices = filter.filter_slices();
+            let dump = crate::redisbloom::chunks::scandump(&filter.header, &slices);
+            for (index, (_, chunk)) in dump.iter().enumerate().skip(1) {
+                for bit in 0..chunk.len() * 8 {
+                    let mut flipped = dump.clone();
+                    flipped[index].1[bit / 8] ^= 1 << (bit % 8);
+                    let chunks = flipped.iter().map(|(it, c)| (*it, c.as_slice()));
+                    chunks_loaded +=
+                        usize::from(crate::redisbloom::chunks::assemble(chunks).is_ok());
+                    chunk_flips += 1;
+                }
+            }
+        }
+        println!(
+            "payloads: 0 of {payload_flips} single-bit flips accepted; SCANDUMP data chunks: \
+             {chunks_loaded} of {chunk_flips} loaded as another filter"
+        );
+        assert!(payload_flips > 0);
+    }
+
     #[test]
     fn rejects_other_values_and_versions() {
         let good = body(&encode_raw(&worked_example(), 10));

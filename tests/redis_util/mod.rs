@@ -199,6 +199,10 @@ pub enum Trigger {
     HoldReplies,
 }
 
+/// A watched command: its name (upper case), which occurrence of it (1 = the first), and what
+/// then.
+type Watch = Option<(Vec<u8>, usize, Trigger)>;
+
 /// A TCP proxy to a server that drops the connection once a set number of bytes went from the
 /// client to the server (the server sees a client that vanished mid-command), or acts once the
 /// client sent a given command ([`CuttingProxy::on_command`]). One client.
@@ -208,8 +212,8 @@ pub struct CuttingProxy {
     pub forwarded: Arc<AtomicUsize>,
     /// The cut: no byte past this many is forwarded (`usize::MAX` until set).
     pub limit: Arc<AtomicUsize>,
-    /// The command (upper case), which occurrence of it (1 = the first), and what then.
-    command: Arc<Mutex<Option<(Vec<u8>, usize, Trigger)>>>,
+    /// The command watched for.
+    command: Arc<Mutex<Watch>>,
     /// Whether the command was seen (and the trigger acted).
     pub triggered: Arc<AtomicBool>,
     /// Server bytes held back after a [`Trigger::HoldReplies`].
