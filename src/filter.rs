@@ -292,7 +292,9 @@ impl<S> CuckooFilter<S> {
     /// Bytes of memory held by the filter: every level's table and lock stripes, and the filter
     /// itself. A growing filter whose newest level is near capacity may also be preparing the
     /// next level in the background (large levels on huge pages, see the README's growth
-    /// section); that memory is counted once the level is added.
+    /// section); that memory is counted once the level is added, and
+    /// [`clear`](CuckooFilter::clear), [`shrink_to_fit`](CuckooFilter::shrink_to_fit) and
+    /// dropping the filter free it.
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(1_000_000);
@@ -320,6 +322,12 @@ impl<S> CuckooFilter<S> {
     /// [`capacity`](CuckooFilter::capacity) becomes that level's. To go back to one level and
     /// free the rest, call [`shrink_to_fit`](CuckooFilter::shrink_to_fit) once the filter is
     /// no longer shared.
+    ///
+    /// Memory: the filter keeps every level's table and lock stripes, all that
+    /// [`memory_usage`](CuckooFilter::memory_usage) counts, and all of it resident (the clear
+    /// writes every bucket). A next level being prepared ahead is freed (the clear waits for the
+    /// thread preparing it to finish first), so afterwards the filter holds no more than
+    /// `memory_usage` reports.
     ///
     /// # Panics
     ///

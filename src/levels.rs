@@ -632,8 +632,8 @@ impl Levels {
     /// when the level is needed, `grow` builds one itself.
     ///
     /// Costs memory early: the next level is held from then on, while `memory_usage` counts it
-    /// only once it is added. Nothing here waits: another inserter already on it, or a level
-    /// prepared already, ends the check.
+    /// only once it is added (`clear`, `shrink_to_fit` and drop free it). Nothing here waits:
+    /// another inserter already on it, or a level prepared already, ends the check.
     #[cold]
     #[inline(never)]
     fn prepare_next(&self, seen: usize) {
@@ -681,6 +681,19 @@ impl Levels {
             .filter(|b| prepared.level == level && b.is_finished())?;
         // A panicked or failed build leaves `grow` to build the level itself.
         build.join().ok().flatten()
+    }
+
+    /// Frees the level prepared ahead, if any, waiting for its thread when it is still
+    /// faulting pages in, so that its memory is given back before this returns. Nothing but
+    /// `grow` ever reads a prepared level (it is published only once `grow` has set it in its
+    /// slot), so dropping it here cannot pull memory from under a reader. The lock is not held
+    /// while waiting: a `grow` meanwhile builds its level itself.
+    fn discard_prepared(&self) {
+        let prepared = self.next.lock().take();
+        if let Some(build) = prepared.and_then(|p| p.build) {
+            // A panicked build has nothing to free.
+            drop(build.join());
+        }
     }
 
     /// Whether a level in `range` (clipped to the published ones) holds the item's
@@ -757,7 +770,7 @@ impl Levels {
             published -= 1;
         }
         // A level prepared ahead is for the level after the old newest one.
-        *self.next.get_mut() = None;
+        self.discard_prepared();
         self.published.store(published, Ordering::Relaxed);
     }
 
@@ -780,7 +793,9 @@ impl Levels {
 
     /// Empties every level, keeping them all: freeing a level would need every reader gone,
     /// and unpublishing one would strand a writer that chose it before the clear (see
-    /// `shrink_to_fit`). Writers wait meanwhile, as for a save; readers do not.
+    /// `shrink_to_fit`). Writers wait meanwhile, as for a save; readers do not. Then frees the
+    /// level prepared ahead, which no reader can see: after the sweep, so that a check for
+    /// preparing that starts later finds the levels empty and prepares nothing.
     ///
     /// # Panics
     ///
@@ -793,6 +808,7 @@ impl Levels {
             }
         })
         .unwrap_or_else(|| panic!("{}", NESTED));
+        self.discard_prepared();
     }
 
     /// A deep copy of one consistent state (taken like a save), with the same plan and limits.
@@ -811,6 +827,14 @@ impl Levels {
             .unwrap_or_else(|| panic!("{}", NESTED))
             .unwrap_or_else(|e| panic!("copying a filter: {} bytes unavailable", e.bytes));
         Levels::restore(self.plan, tables, self.limits, self.huge_pages)
+    }
+}
+
+impl Drop for Levels {
+    /// Waits for a level still being prepared ahead, so that a dropped filter has given back all
+    /// its memory (a thread left running would hold that level until it is done).
+    fn drop(&mut self) {
+        self.discard_prepared();
     }
 }
 

@@ -1,7 +1,7 @@
 //! Saving and restoring a filter: a versioned, checksummed, validated byte format.
 //!
 //! The layout is documented byte by byte in `FORMAT.md`. Restoring checks every field before
-//! using it, never allocates more than the input actually provides (plus one 1 MiB step), and
+//! using it, never makes room for more than twice what the input provides (plus 1 MiB), and
 //! rejects a snapshot made with another hasher (or other seeds), which would otherwise restore
 //! into a filter full of false negatives.
 
@@ -25,7 +25,8 @@ use format::{Header, LevelHeader, HASHER_PROBE, HEADER_WORDS, LEVEL_HEADER_WORDS
 /// Bytes read or written per I/O call: small enough to stay in cache between the copy and the
 /// checksum.
 const IO_CHUNK_BYTES: usize = 64 << 10;
-/// Words by which a table restored from a stream grows (1 MiB).
+/// Words a table restored from a stream is first given room for (1 MiB); the room then
+/// doubles as words arrive.
 const GROW_STEP_WORDS: usize = (1 << 20) / 8;
 
 /// Why a snapshot could not be restored.
@@ -435,10 +436,12 @@ impl<'w, W: Write + ?Sized> WordWriter<'w, W> {
 enum Allocation {
     /// In one piece: the input's length was checked against the headers already.
     Upfront,
-    /// Chunk by chunk as words arrive, so that a header cannot make the reader allocate more
-    /// than one chunk beyond the input. (The table must end up contiguous, so the block is
-    /// reallocated as it grows; large reallocations remap pages rather than copy them on
-    /// Linux, but other allocators may copy.)
+    /// Step by step as words arrive, so that a header cannot make the reader make room for
+    /// more than twice what the input provided (plus 1 MiB). The table must end up contiguous,
+    /// so the block is reallocated as it grows; each step doubles it, because an allocator may
+    /// copy on reallocation (glibc remaps large blocks, `GlobalAlloc::realloc`'s default
+    /// copies), and steps of a fixed size would then copy the table once per step, quadratic in
+    /// its size.
     AsDataArrives,
 }
 
@@ -516,7 +519,11 @@ impl<R: Read> WordReader<R> {
             Allocation::AsDataArrives => {
                 let mut words: Vec<AtomicU64> = Vec::new();
                 while words.len() < level.buckets {
-                    let take = (level.buckets - words.len()).min(GROW_STEP_WORDS);
+                    // Room for as many words again as were read (1 MiB at first), never more
+                    // than the level has left: the reallocations copy fewer than twice the
+                    // level's words in all, and the last one leaves no spare room to shrink.
+                    let room = words.len().max(GROW_STEP_WORDS);
+                    let take = (level.buckets - words.len()).min(room);
                     words
                         .try_reserve_exact(take)
                         .map_err(|_| PersistError::AllocationFailed {
