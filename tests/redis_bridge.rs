@@ -1334,3 +1334,234 @@ fn exports_and_imports_through_a_cluster_connection() {
         "no temporary key left behind"
     );
 }
+
+// ---- failures at every command of an export ------------------------------------------------
+
+const ALL_MODES: [ExportMode; 4] = [
+    ExportMode::Restore { replace: false },
+    ExportMode::Restore { replace: true },
+    ExportMode::LoadChunk,
+    ExportMode::LoadChunkReplace,
+];
+
+/// A connection through `proxy`, with a short read timeout (a held reply fails it soon).
+fn proxied(proxy: &CuttingProxy) -> Connection {
+    let mut conn = redis::Client::open(proxy.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    conn.set_read_timeout(Some(std::time::Duration::from_millis(300)))
+        .unwrap();
+    conn
+}
+
+/// The commands an export sends, in order, each with its occurrence among those of its name
+/// (1 = the first): a run through a recording proxy, the target as `prepare` leaves it.
+fn export_commands(
+    server: &Server,
+    admin: &mut Connection,
+    filter: &RedisCuckooFilter,
+    mode: ExportMode,
+    prepare: &dyn Fn(&mut Connection),
+) -> Vec<(String, usize)> {
+    let () = redis::cmd("FLUSHALL").query(admin).unwrap();
+    prepare(admin);
+    let proxy = CuttingProxy::start(server.port);
+    let mut conn = proxied(&proxy);
+    proxy.record();
+    let _ = filter.export_to(&mut conn, "target", mode);
+    drop(conn);
+    wait_until_alone(admin);
+    let mut out: Vec<(String, usize)> = Vec::new();
+    for name in proxy.names() {
+        let nth = out.iter().filter(|(n, _)| *n == name).count() + 1;
+        out.push((name, nth));
+    }
+    out
+}
+
+/// What `target` holds: `None` if absent, else its type and (for a filter) its chunks.
+fn target_state(admin: &mut Connection) -> Option<(String, Vec<(u64, Vec<u8>)>)> {
+    let kind: String = redis::cmd("TYPE").arg("target").query(admin).unwrap();
+    match kind.as_str() {
+        "none" => None,
+        "MBbloomCF" => Some((kind, server_scandump(admin, "target"))),
+        _ => {
+            let value: Vec<u8> = redis::cmd("GET").arg("target").query(admin).unwrap();
+            Some((kind, vec![(0, value)]))
+        }
+    }
+}
+
+/// The export cut (the command forwarded whole, then the connection closed) and stalled (its
+/// reply and all after it held until the client's read times out) at every command it sends,
+/// in every mode, with the target absent and holding another value: once the server has
+/// dropped the client, no key without an expiry is left but the target, which holds either
+/// what it held before or the whole filter; an export that fails with anything but
+/// `Connection` left it as it was, one that succeeded wrote the filter.
+#[test]
+fn every_cut_and_stall_of_an_export_leaves_no_key_without_expiry() {
+    let Some(server) = Server::start("every_cut_and_stall_of_an_export") else {
+        return;
+    };
+    let mut admin = server.conn();
+    let filter = RedisCuckooFilter::builder()
+        .capacity(2_000)
+        .bucket_size(2)
+        .build()
+        .unwrap();
+    let mut rng = Rng::new(0x0C07_0C07);
+    filter.insert_many(item_pool(&mut rng, 3_000)).unwrap();
+    assert!(filter.info().filters > 1, "several sub-filters");
+    let want = filter.scandump();
+    let absent: &dyn Fn(&mut Connection) = &|_| {};
+    let string: &dyn Fn(&mut Connection) = &|c| {
+        let () = redis::cmd("SET").arg("target").arg("old").query(c).unwrap();
+    };
+    let mut runs = 0;
+    for mode in ALL_MODES {
+        for (before, prepare) in [("absent", absent), ("a string", string)] {
+            let commands = export_commands(&server, &mut admin, &filter, mode, prepare);
+            println!("{mode:?}, target {before}: {commands:?}");
+            for (name, nth) in &commands {
+                for trigger in [Trigger::Cut, Trigger::HoldReplies] {
+                    let () = redis::cmd("FLUSHALL").query(&mut admin).unwrap();
+                    prepare(&mut admin);
+                    let old = target_state(&mut admin);
+                    let proxy = CuttingProxy::start(server.port);
+                    let mut conn = proxied(&proxy);
+                    proxy.on_command(name, *nth, trigger);
+                    let result = filter.export_to(&mut conn, "target", mode);
+                    let what = format!("{mode:?}, target {before}, {trigger:?} at {name} #{nth}");
+                    assert!(
+                        proxy.triggered.load(Ordering::SeqCst),
+                        "{what}: not reached"
+                    );
+                    drop(conn);
+                    wait_until_alone(&mut admin);
+                    let now = target_state(&mut admin);
+                    let written = now.as_ref().is_some_and(|(_, chunks)| *chunks == want);
+                    match &result {
+                        Ok(_) => assert!(written, "{what}: Ok, but the filter is not there"),
+                        Err(BridgeError::Connection(_)) => {
+                            assert!(written || now == old, "{what}: target changed: {now:?}")
+                        }
+                        Err(e) => assert_eq!(now, old, "{what}: {e} changed the target"),
+                    }
+                    let allowed: &[&str] = if now.is_some() { &["target"] } else { &[] };
+                    let left = keys_without_expiry(&mut admin, allowed);
+                    assert!(left.is_empty(), "{what}: keys without expiry {left:?}");
+                    runs += 1;
+                }
+            }
+        }
+    }
+    println!("{runs} failed exports checked");
+}
+
+// ---- a server without the module, under every client the checks may meet -------------------
+
+/// An ACL user allowed everything but `COMMAND` and `CONFIG` (as managed services set them up).
+fn restricted_user(admin: &mut Connection) -> String {
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("app")
+        .arg("on")
+        .arg(">secret")
+        .arg("~*")
+        .arg("&*")
+        .arg("+@all")
+        .arg("-command")
+        .arg("-config")
+        .query(admin)
+        .unwrap();
+    "app:secret@".to_owned()
+}
+
+/// Connections of every kind the module check meets: RESP2 and RESP3, the default user and
+/// one that may run neither `COMMAND` nor `CONFIG`.
+fn every_client(server: &Server, admin: &mut Connection) -> Vec<(&'static str, Connection)> {
+    let user = restricted_user(admin);
+    let url = |auth: &str, resp3: bool| {
+        format!(
+            "redis://{auth}127.0.0.1:{}/{}",
+            server.port,
+            if resp3 { "?protocol=resp3" } else { "" }
+        )
+    };
+    let open = |url: String| redis::Client::open(url).unwrap().get_connection().unwrap();
+    vec![
+        ("RESP2", open(url("", false))),
+        ("RESP3", open(url("", true))),
+        ("RESP2, no COMMAND/CONFIG", open(url(&user, false))),
+        ("RESP3, no COMMAND/CONFIG", open(url(&user, true))),
+    ]
+}
+
+/// Exports of a filter with binary chunks, to binary keys, on a server without the module
+/// (and with `COMMAND` renamed away), over RESP2 and RESP3, by the default user and one that
+/// may not run `COMMAND` or `CONFIG`: each fails with `ModuleMissing` and the connection
+/// still answers. Imports of binary keys too.
+#[test]
+fn a_missing_module_is_detected_for_every_client_and_binary_keys() {
+    let filter = fifty_thousand_items();
+    let keys: [&[u8]; 4] = [b"k", b"\xff\xfe\x80", b"{\xc3}\x00\r\n", b""];
+    for extra in [&[][..], &["--rename-command", "COMMAND", ""][..]] {
+        let Some(server) = Server::start_with("a_missing_module_every_client", extra, false) else {
+            return;
+        };
+        let mut admin = server.conn();
+        for (client, mut conn) in every_client(&server, &mut admin) {
+            for key in keys {
+                for mode in ALL_MODES {
+                    let what = format!("{extra:?} {client} {key:?} {mode:?}");
+                    let e = filter.export_to(&mut conn, key, mode).unwrap_err();
+                    assert!(
+                        matches!(e, BridgeError::ModuleMissing { .. }),
+                        "{what}: {e:?}"
+                    );
+                    let pong: String = redis::cmd("PING").query(&mut conn).unwrap();
+                    assert_eq!(pong, "PONG", "{what}");
+                }
+                let what = format!("{extra:?} {client} {key:?} import");
+                let e = RedisCuckooFilter::import_from(&mut conn, key).unwrap_err();
+                assert!(
+                    matches!(e, BridgeError::ModuleMissing { .. }),
+                    "{what}: {e:?}"
+                );
+                let pong: String = redis::cmd("PING").query(&mut conn).unwrap();
+                assert_eq!(pong, "PONG", "{what}");
+            }
+        }
+        assert!(keys_matching(&mut admin, "*").is_empty(), "{extra:?}");
+    }
+}
+
+/// The same clients and keys with the module: every export writes the filter's bytes, and it
+/// imports back.
+#[test]
+fn exports_with_the_module_work_for_every_client_and_binary_keys() {
+    let Some(server) = Server::start("exports_with_the_module_every_client") else {
+        return;
+    };
+    let mut admin = server.conn();
+    let filter = fifty_thousand_items();
+    let want = filter.scandump();
+    let keys: [&[u8]; 4] = [b"k", b"\xff\xfe\x80", b"{\xc3}\x00\r\n", b""];
+    for (client, mut conn) in every_client(&server, &mut admin) {
+        for key in keys {
+            for mode in ALL_MODES {
+                let what = format!("{client} {key:?} {mode:?}");
+                let () = redis::cmd("FLUSHALL").query(&mut admin).unwrap();
+                filter
+                    .export_to(&mut conn, key, mode)
+                    .unwrap_or_else(|e| panic!("{what}: {e:?}"));
+                let back = RedisCuckooFilter::import_from(&mut conn, key)
+                    .unwrap_or_else(|e| panic!("{what}: import: {e:?}"));
+                assert_eq!(back.scandump(), want, "{what}");
+                let keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut admin).unwrap();
+                assert_eq!(keys, [key.to_vec()], "{what}");
+            }
+        }
+    }
+}

@@ -827,7 +827,8 @@ impl RedisCuckooFilter {
     /// filter here, which then answers `contains`, `count`, … exactly as the server did at one
     /// moment.
     ///
-    /// The read is one consistent snapshot: `WATCH key`, `CF.SCANDUMP key 0` for the header
+    /// After the module check [`export_to`](RedisCuckooFilter::export_to) makes, the read is one
+    /// consistent snapshot: `WATCH key`, `CF.SCANDUMP key 0` for the header
     /// (whose geometry fixes every chunk's iterator), then `MULTI`, every `CF.SCANDUMP`, `EXEC`;
     /// a write to the key in between aborts the `EXEC`, and the read starts again. After 5
     /// aborted tries it falls back to one `DUMP` (atomic, but LZF compression costs the server
@@ -848,8 +849,10 @@ impl RedisCuckooFilter {
     /// [`BridgeError::Inconsistent`] if the server's filter is corrupt (as
     /// [`from_chunks`](RedisCuckooFilter::from_chunks) checks it: the counters must match the
     /// bytes, the geometry must be one RedisBloom creates); [`BridgeError::Contended`] if the
-    /// key kept changing and `DUMP` failed too; [`BridgeError::Refused`] (no module),
-    /// [`BridgeError::Connection`], [`BridgeError::UnexpectedReply`].
+    /// key kept changing and `DUMP` failed too; [`BridgeError::ModuleMissing`] (checked as
+    /// [`export_to`](RedisCuckooFilter::export_to) does, before the key is sent; the connection
+    /// stays usable), [`BridgeError::Refused`], [`BridgeError::Connection`],
+    /// [`BridgeError::UnexpectedReply`].
     ///
     /// ```no_run
     /// use atomic_cuckoo::redisbloom::RedisCuckooFilter;
@@ -865,6 +868,10 @@ impl RedisCuckooFilter {
     ) -> Result<Self, BridgeError> {
         let key = key.as_ref();
         let mut session = Session::new(conn, key);
+        // Before the key is sent: a server without the module echoes an unknown command's
+        // first arguments in its error reply, and a key that is not UTF-8 makes that reply one
+        // the client cannot parse (the connection is lost, not the error typed).
+        check_module(&mut session)?;
         for _ in 0..IMPORT_ATTEMPTS {
             session.call("WATCH", redis::cmd("WATCH").arg(key))?;
             match snapshot_once(&mut session) {

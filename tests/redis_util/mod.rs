@@ -197,6 +197,10 @@ pub enum Trigger {
     /// Forward it and everything after, but hold back every byte the server sends from then on
     /// (a server that stalls: the client's read times out). See [`CuttingProxy::held`].
     HoldReplies,
+    /// Hold the command and everything after it in the proxy, the connection to the server
+    /// kept open, until [`CuttingProxy::release`]; then forward it all (a hop that still
+    /// delivers a request after its client gave up).
+    HoldRequest,
 }
 
 /// A watched command: its name (upper case), which occurrence of it (1 = the first), and what
@@ -218,6 +222,10 @@ pub struct CuttingProxy {
     pub triggered: Arc<AtomicBool>,
     /// Server bytes held back after a [`Trigger::HoldReplies`].
     held: Arc<Mutex<Vec<u8>>>,
+    /// Names of the whole commands seen while one is watched for (see [`CuttingProxy::record`]).
+    names: Arc<Mutex<Vec<Vec<u8>>>>,
+    /// Set by [`CuttingProxy::release`].
+    released: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
 }
 
@@ -257,9 +265,12 @@ impl CuttingProxy {
         let command = Arc::new(Mutex::new(None::<(Vec<u8>, usize, Trigger)>));
         let triggered = Arc::new(AtomicBool::new(false));
         let held = Arc::new(Mutex::new(Vec::new()));
+        let names = Arc::new(Mutex::new(Vec::new()));
+        let released = Arc::new(AtomicBool::new(false));
         let stop = Arc::new(AtomicBool::new(false));
         let (fwd, lim, stopped) = (forwarded.clone(), limit.clone(), stop.clone());
         let (cmd, trig, hold) = (command.clone(), triggered.clone(), held.clone());
+        let (names2, released2) = (names.clone(), released.clone());
         thread::spawn(move || {
             for client in listener.incoming() {
                 if stopped.load(Ordering::Relaxed) {
@@ -274,6 +285,8 @@ impl CuttingProxy {
                 let (mut s_read, mut c_write) = (server, client);
                 let (fwd, lim) = (fwd.clone(), lim.clone());
                 let (cmd, trig) = (cmd.clone(), trig.clone());
+                let (names, released, stopped) =
+                    (names2.clone(), released2.clone(), stopped.clone());
                 let holding = Arc::new(AtomicBool::new(false));
                 let (hold, holding2) = (hold.clone(), holding.clone());
                 // Server to client, as it comes (or into `held` once holding).
@@ -305,10 +318,11 @@ impl CuttingProxy {
                         };
                         pending.extend_from_slice(&buf[..n]);
                         let watched = cmd.lock().unwrap().clone();
-                        let (mut end, mut cut) = (pending.len(), false);
+                        let (mut end, mut cut, mut hold_from) = (pending.len(), false, None);
                         if let Some((name, nth, action)) = watched {
                             end = 0;
                             while let Some((len, got)) = command_at(&pending[end..]) {
+                                names.lock().unwrap().push(got.to_ascii_uppercase());
                                 end += len;
                                 if got.eq_ignore_ascii_case(&name) {
                                     seen += 1;
@@ -322,6 +336,11 @@ impl CuttingProxy {
                                                 holding.store(true, Ordering::SeqCst);
                                                 *cmd.lock().unwrap() = None;
                                                 end = pending.len();
+                                            }
+                                            Trigger::HoldRequest => {
+                                                *cmd.lock().unwrap() = None;
+                                                hold_from = Some(end - len);
+                                                end -= len;
                                             }
                                         }
                                         break;
@@ -339,6 +358,21 @@ impl CuttingProxy {
                         if take < end || cut {
                             break;
                         }
+                        if hold_from.is_some() {
+                            // Nothing more read from the client until released: it times out
+                            // and leaves, what it sent stays here.
+                            while !released.load(Ordering::SeqCst) {
+                                if stopped.load(Ordering::Relaxed) {
+                                    break 'conn;
+                                }
+                                thread::sleep(Duration::from_millis(5));
+                            }
+                            if s_write.write_all(&pending).is_err() {
+                                break 'conn;
+                            }
+                            fwd.fetch_add(pending.len(), Ordering::Relaxed);
+                            pending.clear();
+                        }
                     }
                     let _ = s_write.shutdown(Shutdown::Both);
                     let _ = c_read.shutdown(Shutdown::Both);
@@ -352,8 +386,31 @@ impl CuttingProxy {
             command,
             triggered,
             held,
+            names,
+            released,
             stop,
         }
+    }
+
+    /// Records the names of the commands the client sends from now on (see
+    /// [`CuttingProxy::names`]), without acting on any.
+    pub fn record(&self) {
+        self.names.lock().unwrap().clear();
+        *self.command.lock().unwrap() = Some((b"\0none".to_vec(), usize::MAX, Trigger::Cut));
+    }
+
+    /// The names (upper case) of the commands recorded, in order.
+    pub fn names(&self) -> Vec<String> {
+        let names = self.names.lock().unwrap();
+        names
+            .iter()
+            .map(|n| String::from_utf8_lossy(n).into_owned())
+            .collect()
+    }
+
+    /// Forwards what a [`Trigger::HoldRequest`] held, and all after it.
+    pub fn release(&self) {
+        self.released.store(true, Ordering::SeqCst);
     }
 
     /// Cuts the connection `more` bytes from now.
