@@ -148,8 +148,8 @@ fn populate(conn: &mut redis::Connection, key: &str, n: u64) {
             // drops the connection, which may still have replies in flight; a rerun replaces
             // the key either way.
             BridgeError::Connection(_) => common::fail(format_args!(
-                "export to {key}: {e}; {key} may or may not have been written (check it with \
-                 EXISTS on a new connection, or run again: REPLACE overwrites it)"
+                "export to {key}: {e}; {key} may or may not have been written, or be written \
+                 still by a request on its way (run again: REPLACE overwrites it)"
             )),
             e => common::fail(format_args!("export to {key}: {e}")),
         });

@@ -1346,7 +1346,7 @@ const ALL_MODES: [ExportMode; 4] = [
 
 /// A connection through `proxy`, with a short read timeout (a held reply fails it soon).
 fn proxied(proxy: &CuttingProxy) -> Connection {
-    let mut conn = redis::Client::open(proxy.url())
+    let conn = redis::Client::open(proxy.url())
         .unwrap()
         .get_connection()
         .unwrap();
@@ -1562,6 +1562,75 @@ fn exports_with_the_module_work_for_every_client_and_binary_keys() {
                 let keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut admin).unwrap();
                 assert_eq!(keys, [key.to_vec()], "{what}");
             }
+        }
+    }
+}
+
+// ---- the check after an unknown outcome ----------------------------------------------------
+
+/// A request still on its way when the export gave up (held by a hop, here the proxy, and
+/// delivered later, as a proxy or a slow path may): asked at once on a new connection, `EXISTS`
+/// says the key was not written, and then the late request writes it. The documented check
+/// first kills the old connection by the id `CLIENT ID` gave on it before the export: after
+/// that nothing sent on it can run, and the answer stays true.
+#[test]
+fn the_documented_check_holds_when_a_request_arrives_late() {
+    let Some(server) = Server::start("the_documented_check_holds_when_a_request_arrives_late")
+    else {
+        return;
+    };
+    let mut admin = server.conn();
+    let filter = fifty_thousand_items();
+    for (mode, command, nth) in [
+        (RESTORE, "RESTORE", 1),
+        (ExportMode::LoadChunk, "MULTI", 2),
+        (ExportMode::LoadChunkReplace, "MULTI", 2),
+    ] {
+        for kill_first in [false, true] {
+            let what = format!("{mode:?}, {command} #{nth} held, kill first: {kill_first}");
+            let () = redis::cmd("FLUSHALL").query(&mut admin).unwrap();
+            let proxy = CuttingProxy::start(server.port);
+            let mut conn = proxied(&proxy);
+            let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut conn).unwrap();
+            proxy.on_command(command, nth, Trigger::HoldRequest);
+            let e = filter.export_to(&mut conn, "target", mode).unwrap_err();
+            assert!(proxy.triggered.load(Ordering::SeqCst), "{what}");
+            assert!(matches!(e, BridgeError::Connection(_)), "{what}: {e:?}");
+            drop(conn);
+            let mut fresh = server.conn();
+            if kill_first {
+                let killed: i64 = redis::cmd("CLIENT")
+                    .arg("KILL")
+                    .arg("ID")
+                    .arg(id)
+                    .query(&mut fresh)
+                    .unwrap();
+                assert_eq!(killed, 1, "{what}");
+            }
+            let answer: i64 = redis::cmd("EXISTS")
+                .arg("target")
+                .query(&mut fresh)
+                .unwrap();
+            drop(fresh);
+            proxy.release();
+            wait_until_alone(&mut admin);
+            let truth: i64 = redis::cmd("EXISTS")
+                .arg("target")
+                .query(&mut admin)
+                .unwrap();
+            println!("{what}: EXISTS answered {answer}, the key exists now: {truth}");
+            if kill_first {
+                assert_eq!(answer, truth, "{what}: the documented check was wrong");
+            } else {
+                assert_eq!(
+                    (answer, truth),
+                    (0, 1),
+                    "{what}: the late request did not land"
+                );
+            }
+            let allowed: &[&str] = if truth == 1 { &["target"] } else { &[] };
+            let left = keys_without_expiry(&mut admin, allowed);
+            assert!(left.is_empty(), "{what}: {left:?}");
         }
     }
 }

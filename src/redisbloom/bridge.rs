@@ -754,12 +754,18 @@ impl RedisCuckooFilter {
     /// [`BridgeError::Connection`] if the connection fails (I/O, a timeout, a lost
     /// connection). **The outcome is then unknown**: the server may have run the command
     /// that wrote the key (`RESTORE`, or the `LoadChunk` export's final `RENAME`) and its reply
-    /// have been lost. To tell, drop this connection (after a timeout it may still have
-    /// replies in flight, which the next command would read as its own) and ask on a new one:
-    /// `EXISTS key` where the key did not exist before, otherwise compare the filter there
+    /// have been lost, or may still run it: a request can be on its way (held by a proxy, a
+    /// slow network, a busy server) after the client gave up. To tell, drop this connection
+    /// (after a timeout it may still have replies in flight, which the next command would read
+    /// as its own) and, on a new one, first end the old one at the server: `CLIENT KILL ID`
+    /// with the number `CLIENT ID` gave on it before the export (an ACL must allow `CLIENT`).
+    /// Nothing sent on it runs after that, so the answer stays true: `EXISTS key` where the key
+    /// did not exist before, otherwise compare the filter there
     /// ([`import_from`](RedisCuckooFilter::import_from), then
-    /// [`scandump`](RedisCuckooFilter::scandump) on both) with this one, or simply export
-    /// again with a replacing mode. No key without an expiry is left behind other than `key`.
+    /// [`scandump`](RedisCuckooFilter::scandump) on both) with this one. Asked without the
+    /// kill, `EXISTS` can say "not written" just before a late request writes the key. Or
+    /// simply export again with a replacing mode (a late replacing request then rewrites the
+    /// same filter). No key without an expiry is left behind other than `key`.
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -772,12 +778,15 @@ impl RedisCuckooFilter {
     /// let mut conn = client.get_connection()?;
     /// conn.set_read_timeout(Some(Duration::from_secs(10)))?;
     /// conn.set_write_timeout(Some(Duration::from_secs(10)))?;
+    /// let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut conn)?;
     /// match filter.export_to(&mut conn, "users", ExportMode::Restore { replace: true }) {
     ///     Ok(_) => {}
-    ///     // Written or not? Ask on a fresh connection (this one may be out of step).
+    ///     // Written or not? Ask on a fresh connection (this one may be out of step), once the
+    ///     // server has ended the old one (a request of it may still be on its way).
     ///     Err(BridgeError::Connection(e)) => {
     ///         drop(conn);
     ///         let mut fresh = client.get_connection()?;
+    ///         let _: i64 = redis::cmd("CLIENT").arg("KILL").arg("ID").arg(id).query(&mut fresh)?;
     ///         let there = RedisCuckooFilter::import_from(&mut fresh, "users");
     ///         let written = there.is_ok_and(|f| f.scandump() == filter.scandump());
     ///         println!("connection failed ({e}); the filter was written: {written}");
