@@ -1634,3 +1634,86 @@ fn the_documented_check_holds_when_a_request_arrives_late() {
         }
     }
 }
+
+// ---- proto-max-bulk-len at the edges -------------------------------------------------------
+
+fn set_max_bulk(admin: &mut Connection, limit: usize) {
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("proto-max-bulk-len")
+        .arg(limit)
+        .query(admin)
+        .unwrap();
+}
+
+/// `RESTORE` at a `proto-max-bulk-len` of exactly the payload's length is sent and takes; one
+/// byte less is refused before anything is sent. `LoadChunk` at limits just around 16 MiB
+/// (the chunk size: chunks of 16 MiB - 1 leave a 1-byte one), at 1 MiB and 1 MiB + 1 (odd
+/// splits) writes the same bytes the filter holds, for a filter of one 16 MiB sub-filter and
+/// one of two sub-filters.
+#[test]
+fn proto_max_bulk_len_limits_around_the_payload_and_the_chunk_size() {
+    let Some(server) = Server::start("proto_max_bulk_len_limits_around") else {
+        return;
+    };
+    let mut admin = server.conn();
+    let big = RedisCuckooFilter::builder()
+        .capacity(1 << 24)
+        .bucket_size(4)
+        .build()
+        .unwrap();
+    for i in 0..20_000 {
+        big.insert(format!("b{i}")).unwrap();
+    }
+    assert!(big.info().size >= 16 << 20);
+    let two = RedisCuckooFilter::builder()
+        .capacity(1 << 19)
+        .bucket_size(2)
+        .expansion(2)
+        .build()
+        .unwrap();
+    let mut n = 0u64;
+    while two.info().filters < 2 {
+        two.insert(format!("t{n}")).unwrap();
+        n += 1;
+    }
+    for (name, filter) in [("16 MiB", &big), ("two sub-filters", &two)] {
+        let want = filter.scandump();
+        let len = filter.dump_payload(12).len();
+        for (limit, fits) in [(len, true), (len - 1, false)] {
+            let () = redis::cmd("FLUSHALL").query(&mut admin).unwrap();
+            set_max_bulk(&mut admin, limit.max(1 << 20));
+            let result = filter.export_to(&mut admin, "r", RESTORE);
+            let what = format!("{name}: RESTORE of {len} bytes, limit {limit}");
+            if fits {
+                let sent = result.unwrap_or_else(|e| panic!("{what}: {e:?}"));
+                assert_eq!(sent.bytes, len as u64, "{what}");
+                assert_eq!(server_scandump(&mut admin, "r"), want, "{what}");
+            } else {
+                let e = result.unwrap_err();
+                assert!(
+                    matches!(&e, BridgeError::Refused { command: "RESTORE", .. }),
+                    "{what}: {e:?}"
+                );
+                assert!(keys_matching(&mut admin, "*").is_empty(), "{what}");
+                let pong: String = redis::cmd("PING").query(&mut admin).unwrap();
+                assert_eq!(pong, "PONG", "{what}");
+            }
+            println!("{what}: ok");
+        }
+        let chunk = 16usize << 20;
+        for limit in [1 << 20, (1 << 20) + 1, chunk - 1, chunk, chunk + 1] {
+            for mode in [ExportMode::LoadChunk, ExportMode::LoadChunkReplace] {
+                let () = redis::cmd("FLUSHALL").query(&mut admin).unwrap();
+                set_max_bulk(&mut admin, limit);
+                let what = format!("{name}: {mode:?}, limit {limit}");
+                let sent = filter
+                    .export_to(&mut admin, "l", mode)
+                    .unwrap_or_else(|e| panic!("{what}: {e:?}"));
+                assert_eq!(server_scandump(&mut admin, "l"), want, "{what}");
+                assert_eq!(keys_matching(&mut admin, "*"), ["l"], "{what}");
+                println!("{what}: {sent:?}");
+            }
+        }
+    }
+}
