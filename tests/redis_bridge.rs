@@ -1692,7 +1692,13 @@ fn proto_max_bulk_len_limits_around_the_payload_and_the_chunk_size() {
             } else {
                 let e = result.unwrap_err();
                 assert!(
-                    matches!(&e, BridgeError::Refused { command: "RESTORE", .. }),
+                    matches!(
+                        &e,
+                        BridgeError::Refused {
+                            command: "RESTORE",
+                            ..
+                        }
+                    ),
                     "{what}: {e:?}"
                 );
                 assert!(keys_matching(&mut admin, "*").is_empty(), "{what}");
@@ -1714,6 +1720,121 @@ fn proto_max_bulk_len_limits_around_the_payload_and_the_chunk_size() {
                 assert_eq!(keys_matching(&mut admin, "*"), ["l"], "{what}");
                 println!("{what}: {sent:?}");
             }
+        }
+    }
+}
+
+// ---- temporary keys of adversarial keys in a cluster ---------------------------------------
+
+/// A one-node cluster serving every slot: multi-key commands and transactions whose keys are in
+/// different slots are refused there (`CROSSSLOT`), even on one node.
+fn one_node_cluster(test: &str) -> Option<Server> {
+    let server = Server::start_with(
+        test,
+        &[
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+        ],
+        true,
+    )?;
+    let mut admin = server.conn();
+    let () = redis::cmd("CLUSTER")
+        .arg("ADDSLOTSRANGE")
+        .arg(0)
+        .arg(16383)
+        .query(&mut admin)
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut admin).unwrap();
+        if info.contains("cluster_state:ok") {
+            return Some(server);
+        }
+        assert!(std::time::Instant::now() < deadline, "{info}");
+        thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+fn keyslot(conn: &mut Connection, key: &[u8]) -> i64 {
+    redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query(conn)
+        .unwrap()
+}
+
+/// Adversarial keys (empty, braces only, `{`, `}}{`, tags at the end, empty tags before real
+/// ones, non-UTF-8, 100 kB long): the temporary key a `LoadChunk` export creates (seen while the
+/// first data chunk is held) is in the key's slot as the server computes it
+/// (`CLUSTER KEYSLOT`), and whole exports, both `LoadChunk` modes, succeed on a cluster node,
+/// which refuses `RENAME` across slots.
+#[test]
+fn temporary_keys_of_adversarial_keys_share_the_slot_on_a_cluster_node() {
+    let Some(server) = one_node_cluster("temporary_keys_of_adversarial_keys") else {
+        return;
+    };
+    let mut admin = server.conn();
+    let filter = RedisCuckooFilter::reserve(1000).unwrap();
+    filter.insert("x").unwrap();
+    let mut long_tag_at_end = vec![b'k'; 100_000];
+    long_tag_at_end.extend_from_slice(b"{tag}");
+    let mut long_plain = vec![b'}'; 50_000];
+    long_plain.extend(std::iter::repeat_n(b'{', 50_000));
+    let keys: Vec<Vec<u8>> = [
+        &b""[..],
+        b"{",
+        b"}",
+        b"{}",
+        b"}{",
+        b"}}{",
+        b"{{}}",
+        b"{}}",
+        b"a{",
+        b"a{}",
+        b"{}{x}",
+        b"abc{xyz}",
+        b"abc{xyz",
+        b"\xff{\xfe}",
+        b"\xff}\xfe{",
+        b"{\x00}",
+        b"\x00",
+    ]
+    .iter()
+    .map(|k| k.to_vec())
+    .chain([long_tag_at_end, long_plain])
+    .collect();
+    for key in &keys {
+        let shown = String::from_utf8_lossy(&key[..key.len().min(40)]).into_owned();
+        let () = redis::cmd("FLUSHALL").query(&mut admin).unwrap();
+        let proxy = CuttingProxy::start(server.port);
+        let mut conn = proxied(&proxy);
+        // The first data chunk held: the transaction that created the temporary key has run.
+        proxy.on_command("CF.LOADCHUNK", 2, Trigger::HoldRequest);
+        let e = filter
+            .export_to(&mut conn, key, ExportMode::LoadChunk)
+            .unwrap_err();
+        assert!(matches!(e, BridgeError::Connection(_)), "{shown:?}: {e:?}");
+        let left: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut admin).unwrap();
+        proxy.release();
+        drop(conn);
+        wait_until_alone(&mut admin);
+        assert_eq!(left.len(), 1, "{shown:?}: the temporary key");
+        let tmp = &left[0];
+        assert_eq!(
+            keyslot(&mut admin, tmp),
+            keyslot(&mut admin, key),
+            "{shown:?} -> {:?}",
+            String::from_utf8_lossy(&tmp[..tmp.len().min(80)])
+        );
+        for mode in [ExportMode::LoadChunk, ExportMode::LoadChunkReplace] {
+            let () = redis::cmd("FLUSHALL").query(&mut admin).unwrap();
+            filter
+                .export_to(&mut admin, key, mode)
+                .unwrap_or_else(|e| panic!("{shown:?} {mode:?}: {e:?}"));
+            let there: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut admin).unwrap();
+            assert_eq!(there, [key.clone()], "{shown:?} {mode:?}");
         }
     }
 }
