@@ -1380,8 +1380,11 @@ fn export_commands(
     out
 }
 
+/// A key's type and (for a filter) its chunks, else its value as one chunk.
+type KeyState = (String, Vec<(u64, Vec<u8>)>);
+
 /// What `target` holds: `None` if absent, else its type and (for a filter) its chunks.
-fn target_state(admin: &mut Connection) -> Option<(String, Vec<(u64, Vec<u8>)>)> {
+fn target_state(admin: &mut Connection) -> Option<KeyState> {
     let kind: String = redis::cmd("TYPE").arg("target").query(admin).unwrap();
     match kind.as_str() {
         "none" => None,
@@ -1834,7 +1837,7 @@ fn temporary_keys_of_adversarial_keys_share_the_slot_on_a_cluster_node() {
                 .export_to(&mut admin, key, mode)
                 .unwrap_or_else(|e| panic!("{shown:?} {mode:?}: {e:?}"));
             let there: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut admin).unwrap();
-            assert_eq!(there, [key.clone()], "{shown:?} {mode:?}");
+            assert_eq!(there, std::slice::from_ref(key), "{shown:?} {mode:?}");
         }
     }
 }
