@@ -1,7 +1,8 @@
 //! A local, wait-free replica of a cuckoo filter that lives in Redis (RedisBloom `CF.*`): it
 //! imports the filter, answers lookups in process, and refreshes itself on an interval, printing
 //! what each refresh cost. It also times the same lookups sent to Redis as pipelined
-//! `CF.MEXISTS`, for comparison.
+//! `CF.MEXISTS`, for comparison. Its connection has read and write timeouts (30 s), as every
+//! connection the bridge uses should: without them a stalled server hangs it.
 //!
 //! `cargo run --release --features redis --example redis_replica -- [OPTIONS]`
 
@@ -11,7 +12,7 @@ use std::sync::{Arc, RwLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use atomic_cuckoo::redisbloom::{ExportMode, RedisCuckooFilter};
+use atomic_cuckoo::redisbloom::{BridgeError, ExportMode, RedisCuckooFilter};
 use common::{Long, Short, ValueExt};
 
 const USAGE: &str = "\
@@ -72,8 +73,16 @@ fn main() {
         Ok(Some(args))
     });
 
+    // Read and write timeouts: without them a server that stalls hangs the bridge for good.
+    // Generous ones, since RESTORE and SCANDUMP of a large filter take the server a while.
+    let timeout = Some(Duration::from_secs(30));
     let mut conn = redis::Client::open(args.url.as_str())
         .and_then(|c| c.get_connection())
+        .and_then(|c| {
+            c.set_read_timeout(timeout)?;
+            c.set_write_timeout(timeout)?;
+            Ok(c)
+        })
         .unwrap_or_else(|e| common::fail(format_args!("cannot connect to {}: {e}", args.url)));
 
     if let Some(n) = args.populate {
@@ -134,7 +143,16 @@ fn populate(conn: &mut redis::Connection, key: &str, n: u64) {
     let built = start.elapsed();
     let summary = filter
         .export_to(conn, key, ExportMode::Restore { replace: true })
-        .unwrap_or_else(|e| common::fail(format_args!("export to {key}: {e}")));
+        .unwrap_or_else(|e| match e {
+            // Written or not: the reply was lost (a timeout, a dropped connection). Exiting
+            // drops the connection, which may still have replies in flight; a rerun replaces
+            // the key either way.
+            BridgeError::Connection(_) => common::fail(format_args!(
+                "export to {key}: {e}; {key} may or may not have been written, or be written \
+                 still by a request on its way (run again: REPLACE overwrites it)"
+            )),
+            e => common::fail(format_args!("export to {key}: {e}")),
+        });
     println!(
         "populate: {n} items built here in {:.1} ms ({threads} threads), exported with RESTORE \
          in {:.1} ms ({} bytes, RDB version {:?})",

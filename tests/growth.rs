@@ -334,3 +334,167 @@ fn growth_settings_are_validated() {
         .build()
         .is_ok());
 }
+
+/// Writers insert fresh keys and check them, readers check keys writers inserted, one thread
+/// clears again and again (each clear once `per_clear` inserts were tried since the last): a key
+/// inserted while no clear was running, and checked before the next clear started, is found,
+/// by its writer and by the readers. Returns the checks that had to find their key.
+fn clear_under_readers_and_writers(
+    seed: u64,
+    filter: &CuckooFilter,
+    clears: usize,
+    per_clear: usize,
+) -> usize {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Mutex;
+    let started = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let inserted = AtomicUsize::new(0);
+    let checked = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    // Keys inserted while no clear ran, with the clears started before.
+    let published: Mutex<Vec<(u64, usize)>> = Mutex::new(Vec::new());
+    thread::scope(|s| {
+        for w in 0..2u64 {
+            let (started, done, inserted, checked, stop, published) =
+                (&started, &done, &inserted, &checked, &stop, &published);
+            s.spawn(move || {
+                let mut i = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    let key = seed ^ (w << 48) ^ i;
+                    i += 1;
+                    let before = started.load(Ordering::SeqCst);
+                    let clean = done.load(Ordering::SeqCst) == before;
+                    // Attempts count: once the levels are full, inserts fail until the next clear.
+                    inserted.fetch_add(1, Ordering::SeqCst);
+                    if filter.insert(&key).is_err() {
+                        continue;
+                    }
+                    let found = filter.contains(&key);
+                    if clean && started.load(Ordering::SeqCst) == before {
+                        assert!(found, "seed {seed:#x}: writer {w} missed {key:#x}");
+                        checked.fetch_add(1, Ordering::Relaxed);
+                        let mut p = published.lock().unwrap();
+                        if p.len() < 4096 {
+                            p.push((key, before));
+                        } else {
+                            let at = (key as usize) % p.len();
+                            p[at] = (key, before);
+                        }
+                    }
+                }
+            });
+        }
+        for r in 0..2usize {
+            let (started, checked, stop, published) = (&started, &checked, &stop, &published);
+            s.spawn(move || {
+                let mut n = r;
+                while !stop.load(Ordering::SeqCst) {
+                    let entry = {
+                        let p = published.lock().unwrap();
+                        (!p.is_empty()).then(|| p[n % p.len()])
+                    };
+                    n = n.wrapping_mul(31).wrapping_add(7);
+                    let Some((key, before)) = entry else {
+                        thread::yield_now();
+                        continue;
+                    };
+                    let found = filter.contains(&key);
+                    if started.load(Ordering::SeqCst) == before {
+                        assert!(found, "seed {seed:#x}: reader {r} missed {key:#x}");
+                        checked.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+        let _stopper = StopOnDrop(&stop);
+        for _ in 0..clears {
+            let from = inserted.load(Ordering::SeqCst);
+            while inserted.load(Ordering::SeqCst) < from + per_clear {
+                thread::yield_now();
+            }
+            started.fetch_add(1, Ordering::SeqCst);
+            filter.clear();
+            done.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    checked.load(Ordering::Relaxed)
+}
+
+/// Sets the flag when dropped: the other threads stop even if the clearing one panics.
+struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Tiny growing tables (a few dozen slots per level, many levels, the last ones full between
+/// clears): `clear` under readers and writers loses no key inserted after it.
+#[test]
+fn clear_under_readers_and_writers_on_tiny_tables() {
+    let seed = common::seed("clear_under_readers_and_writers_on_tiny_tables");
+    for (capacity, expansion, max_levels) in [(16, 1, 8), (64, 2, 6), (200, 2, 16)] {
+        let filter = CuckooFilter::builder()
+            .capacity(capacity)
+            .expansion(expansion)
+            .max_levels(max_levels)
+            .build()
+            .unwrap();
+        let checked = clear_under_readers_and_writers(seed, &filter, 300, 3 * capacity);
+        println!(
+            "capacity {capacity}, expansion {expansion}: {} levels, {checked} checks",
+            filter.levels()
+        );
+        assert!(checked > 0);
+    }
+}
+
+/// A filter whose next level (over 2 MiB) is prepared ahead on a thread once the first is 90 %
+/// full: clears while writers fill it past that, grow it, and readers read. No key inserted
+/// after a clear is lost, and no prepared level is taken for a level of another shape.
+#[test]
+fn clear_while_a_level_is_prepared_ahead_loses_nothing() {
+    let seed = common::seed("clear_while_a_level_is_prepared_ahead_loses_nothing");
+    let filter = CuckooFilter::builder()
+        .capacity(50_000)
+        .expansion(32)
+        .max_levels(3)
+        .build()
+        .unwrap();
+    let checked = clear_under_readers_and_writers(seed, &filter, 30, 60_000);
+    println!("{} levels, {checked} checks", filter.levels());
+    assert!(checked > 0);
+}
+
+/// `shrink_to_fit` after a level was prepared ahead, and growth after it: the filter grows
+/// again (the prepared level, for the old newest level's successor, is not used for another),
+/// and finds every key.
+#[test]
+fn shrink_to_fit_with_a_level_prepared_then_growth_finds_every_key() {
+    let mut filter = CuckooFilter::builder()
+        .capacity(50_000)
+        .expansion(32)
+        .build()
+        .unwrap();
+    for round in 0..3u64 {
+        let base = round << 40;
+        let n = 200_000u64;
+        filter.insert_many(base..base + n).unwrap();
+        assert!(filter.levels() >= 2, "round {round}");
+        let missed = (base..base + n).filter(|k| !filter.contains(k)).count();
+        assert_eq!(missed, 0, "round {round}");
+        filter.clear();
+        filter.shrink_to_fit();
+        assert_eq!(filter.levels(), 1, "round {round}");
+        // Fill the single level to 95 %: its successor is prepared ahead; shrink drops it.
+        filter.insert_many(base + n..base + n + 47_500).unwrap();
+        filter.shrink_to_fit();
+        let missed = (base + n..base + n + 47_500)
+            .filter(|k| !filter.contains(k))
+            .count();
+        assert_eq!(missed, 0, "round {round}");
+        filter.clear();
+    }
+}

@@ -204,3 +204,27 @@ fn a_claimed_table_is_allocated_only_as_its_bytes_arrive() {
     );
     assert!(largest <= 2 * MIB && peak <= 2 * MIB, "{largest} {peak}");
 }
+
+/// A claimed level fed data just around each doubling of its room (1 MiB, 2 MiB, 4 MiB, a
+/// word either side): the room asked for stays within twice what was supplied plus the first
+/// 1 MiB step; the peak within three times (old and new block side by side while this test's
+/// copying allocator reallocates) plus 2 MiB.
+#[test]
+fn a_claimed_table_gets_room_for_at_most_twice_its_bytes_around_each_doubling() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (snapshot, buckets) = snapshot_and_level_1_buckets();
+    for step in [MIB, 2 * MIB, 4 * MIB] {
+        for data in [step - 8, step, step + 8] {
+            let mut forged = claim_a_second_level(snapshot.clone(), buckets);
+            forged.resize(forged.len() + data, 0);
+            let (result, _, peak, largest) = measure(|| CuckooFilter::read_from(&forged[..]));
+            println!("{data} bytes of data: peak {peak}, largest request {largest}");
+            assert!(matches!(result, Err(PersistError::Truncated)), "{result:?}");
+            assert!(
+                largest <= 2 * data + MIB,
+                "asked for {largest} bytes at once after {data} bytes"
+            );
+            assert!(peak <= 3 * data + 2 * MIB, "peak {peak} after {data} bytes");
+        }
+    }
+}

@@ -17,7 +17,7 @@ use atomic_cuckoo::redisbloom::{
 };
 use common::Rng;
 use redis::{Connection, Value};
-use redis_util::{CuttingProxy, Server};
+use redis_util::{wait_until_alone, CuttingProxy, Server, Trigger};
 
 const RESTORE: ExportMode = ExportMode::Restore { replace: false };
 
@@ -656,29 +656,228 @@ fn missing_keys_wrong_types_and_existing_keys_are_typed_errors() {
     assert!(keys_matching(&mut conn, "*atomic-cuckoo-load*").is_empty());
 }
 
+/// A filter of 50,000 items: its chunks are binary, and a server without the module echoes the
+/// first bytes of an unknown command's arguments in its error reply, which the client cannot
+/// parse (invalid UTF-8) and which breaks the connection.
+fn fifty_thousand_items() -> RedisCuckooFilter {
+    let filter = RedisCuckooFilter::reserve(100_000).unwrap();
+    for i in 0..50_000 {
+        filter.insert(format!("m{i}")).unwrap();
+    }
+    filter
+}
+
+/// Exports to a server without the module fail with `ModuleMissing` before any payload is
+/// sent, and the connection stays usable: checked with `COMMAND INFO`, and with the fallback
+/// probe when `COMMAND` is renamed away.
 #[test]
-fn a_server_without_the_module_refuses_with_its_own_text() {
-    let Some(server) = Server::start_with("a_server_without_the_module", &[], false) else {
+fn a_server_without_the_module_is_detected_before_sending() {
+    let filter = fifty_thousand_items();
+    for extra in [&[][..], &["--rename-command", "COMMAND", ""][..]] {
+        let Some(server) = Server::start_with("a_server_without_the_module", extra, false) else {
+            return;
+        };
+        let mut conn = server.conn();
+        for mode in [RESTORE, ExportMode::LoadChunk, ExportMode::LoadChunkReplace] {
+            let e = filter.export_to(&mut conn, "k", mode).unwrap_err();
+            assert!(
+                matches!(e, BridgeError::ModuleMissing { .. }),
+                "{extra:?} {mode:?}: {e:?}"
+            );
+            println!("{extra:?} {mode:?} without the module: {e}");
+            let pong: String = redis::cmd("PING").query(&mut conn).unwrap();
+            assert_eq!(pong, "PONG", "{mode:?}: the connection is still usable");
+        }
+        let () = redis::cmd("SET")
+            .arg("k")
+            .arg("v")
+            .query(&mut conn)
+            .unwrap();
+        let e = RedisCuckooFilter::import_from(&mut conn, "k").unwrap_err();
+        assert!(matches!(e, BridgeError::ModuleMissing { .. }), "{e:?}");
+        println!("import without the module: {e}");
+        let keys = keys_matching(&mut conn, "*");
+        assert_eq!(keys, ["k"], "nothing left behind");
+    }
+}
+
+/// A server where `COMMAND` and `CONFIG` are renamed away (as managed services do): both
+/// checks before an export are refused, and the export goes on.
+#[test]
+fn exports_go_on_when_command_and_config_are_refused() {
+    let Some(server) = Server::start_with(
+        "exports_go_on_when_command_and_config_are_refused",
+        &[
+            "--rename-command",
+            "COMMAND",
+            "",
+            "--rename-command",
+            "CONFIG",
+            "",
+        ],
+        true,
+    ) else {
         return;
     };
     let mut conn = server.conn();
+    let filter = fifty_thousand_items();
+    for (key, mode) in [("r", RESTORE), ("l", ExportMode::LoadChunk)] {
+        let sent = filter.export_to(&mut conn, key, mode).unwrap();
+        assert_eq!(server_scandump(&mut conn, key), filter.scandump(), "{key}");
+        println!("{mode:?} with COMMAND and CONFIG refused: {sent:?}");
+    }
+}
+
+/// Keys with no expiry, other than `allowed`.
+fn keys_without_expiry(admin: &mut Connection, allowed: &[&str]) -> Vec<String> {
+    keys_matching(admin, "*")
+        .into_iter()
+        .filter(|k| !allowed.contains(&k.as_str()))
+        .filter(|k| redis::cmd("PTTL").arg(k).query::<i64>(admin).unwrap() == -1)
+        .collect()
+}
+
+/// The connection cut right after the `CF.LOADCHUNK` of the header, which creates the
+/// temporary key: the key must not stay without an expiry (the server allocates every
+/// sub-filter for the header alone).
+#[test]
+fn a_cut_right_after_the_loadchunk_header_leaves_no_key_without_expiry() {
+    let Some(server) = Server::start("a_cut_right_after_the_loadchunk_header") else {
+        return;
+    };
+    let mut admin = server.conn();
     let filter = RedisCuckooFilter::reserve(1000).unwrap();
     filter.insert("x").unwrap();
-    for mode in [RESTORE, ExportMode::LoadChunk] {
-        let e = filter.export_to(&mut conn, "k", mode).unwrap_err();
-        assert!(matches!(e, BridgeError::Refused { .. }), "{mode:?}: {e:?}");
-        println!("{mode:?} without the module: {e}");
+    for mode in [ExportMode::LoadChunk, ExportMode::LoadChunkReplace] {
+        let proxy = CuttingProxy::start(server.port);
+        let mut conn = redis::Client::open(proxy.url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        proxy.on_command("CF.LOADCHUNK", 1, Trigger::Cut);
+        let e = filter.export_to(&mut conn, "target", mode).unwrap_err();
+        assert!(proxy.triggered.load(Ordering::SeqCst), "{mode:?}: no cut");
+        assert!(matches!(e, BridgeError::Connection(_)), "{mode:?}: {e:?}");
+        // Once the server dropped the client, it has run everything it received.
+        drop(conn);
+        wait_until_alone(&mut admin);
+        let left = keys_without_expiry(&mut admin, &[]);
+        assert!(left.is_empty(), "{mode:?}: keys without expiry: {left:?}");
+        for tmp in keys_matching(&mut admin, "*atomic-cuckoo-load*") {
+            let ttl: i64 = redis::cmd("PTTL").arg(&tmp).query(&mut admin).unwrap();
+            println!("{mode:?}: temporary key {tmp} left with PTTL {ttl} ms");
+        }
+        println!("{mode:?} cut after the header's CF.LOADCHUNK: {e}");
+        let () = redis::cmd("FLUSHALL").query(&mut admin).unwrap();
     }
-    let () = redis::cmd("SET")
-        .arg("k")
-        .arg("v")
-        .query(&mut conn)
+}
+
+/// A payload over the server's `proto-max-bulk-len` (1 MiB here, a 4 MiB filter): `Restore`
+/// is refused before anything is sent, `LoadChunk` sends smaller chunks and succeeds.
+#[test]
+fn payloads_over_proto_max_bulk_len_are_refused_or_split() {
+    let Some(server) = Server::start_with(
+        "payloads_over_proto_max_bulk_len",
+        &["--proto-max-bulk-len", "1mb"],
+        true,
+    ) else {
+        return;
+    };
+    let mut conn = server.conn();
+    let filter = RedisCuckooFilter::builder()
+        .capacity(1 << 22)
+        .bucket_size(4)
+        .build()
         .unwrap();
-    let e = RedisCuckooFilter::import_from(&mut conn, "k").unwrap_err();
-    assert!(matches!(e, BridgeError::Refused { .. }), "{e:?}");
-    println!("import without the module: {e}");
-    let keys = keys_matching(&mut conn, "*");
-    assert_eq!(keys, ["k"], "nothing left behind");
+    for i in 0..100_000 {
+        filter.insert(format!("p{i}")).unwrap();
+    }
+    assert!(filter.info().size >= 4 << 20);
+    for replace in [false, true] {
+        let e = filter
+            .export_to(&mut conn, "r", ExportMode::Restore { replace })
+            .unwrap_err();
+        assert!(
+            matches!(&e, BridgeError::Refused { command: "RESTORE", message }
+                if message.contains("proto-max-bulk-len")),
+            "{e:?}"
+        );
+        println!("RESTORE of 4 MiB, proto-max-bulk-len 1mb: {e}");
+        let pong: String = redis::cmd("PING").query(&mut conn).unwrap();
+        assert_eq!(pong, "PONG");
+    }
+    for (key, mode) in [
+        ("l", ExportMode::LoadChunk),
+        ("lr", ExportMode::LoadChunkReplace),
+    ] {
+        let sent = filter.export_to(&mut conn, key, mode).unwrap();
+        println!("{mode:?} of 4 MiB, proto-max-bulk-len 1mb: {sent:?}");
+        assert_eq!(server_scandump(&mut conn, key), filter.scandump(), "{key}");
+    }
+    let mut keys = keys_matching(&mut conn, "*");
+    keys.sort();
+    assert_eq!(keys, ["l", "lr"], "no temporary key, nothing restored");
+}
+
+/// The server's reply held back until the client's read times out: the export returns
+/// `Connection` whether or not the key was written, and the check the docs give (on a fresh
+/// connection: `EXISTS`, then the filter compared) tells which. No key without an expiry stays
+/// besides a written target.
+#[test]
+fn an_unknown_outcome_is_told_apart_by_the_documented_check() {
+    let Some(server) = Server::start("an_unknown_outcome_is_told_apart") else {
+        return;
+    };
+    let mut admin = server.conn();
+    let filter = fifty_thousand_items();
+    // The command whose reply (and all after it) is held, and which occurrence of it.
+    for (mode, command, nth) in [
+        (RESTORE, "RESTORE", 1),
+        (ExportMode::LoadChunk, "RENAMENX", 1),
+        (ExportMode::LoadChunk, "CF.LOADCHUNK", 2),
+        (ExportMode::LoadChunkReplace, "RENAME", 1),
+    ] {
+        let proxy = CuttingProxy::start(server.port);
+        let mut conn = redis::Client::open(proxy.url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        conn.set_read_timeout(Some(std::time::Duration::from_millis(300)))
+            .unwrap();
+        proxy.on_command(command, nth, Trigger::HoldReplies);
+        let e = filter.export_to(&mut conn, "target", mode).unwrap_err();
+        assert!(proxy.triggered.load(Ordering::SeqCst), "{mode:?} {command}");
+        assert!(matches!(e, BridgeError::Connection(_)), "{mode:?}: {e:?}");
+        drop(conn);
+        wait_until_alone(&mut admin);
+        // What the server did, from its replies that never reached the client: RESTORE's OK,
+        // or the publishing transaction's EXEC (PERSIST 1, RENAME OK / RENAMENX 1, ...).
+        let held = String::from_utf8_lossy(&proxy.held()).into_owned();
+        let written = match command {
+            "RESTORE" => held.starts_with("+OK\r\n"),
+            "RENAMENX" => held.contains("*3\r\n:1\r\n:1\r\n"),
+            "RENAME" => held.contains("*2\r\n:1\r\n+OK\r\n"),
+            _ => false,
+        };
+        // The documented check, on a fresh connection.
+        let mut fresh = server.conn();
+        let exists: i64 = redis::cmd("EXISTS")
+            .arg("target")
+            .query(&mut fresh)
+            .unwrap();
+        assert_eq!(exists == 1, written, "{mode:?} {command}: held {held:?}");
+        if exists == 1 {
+            let there = RedisCuckooFilter::import_from(&mut fresh, "target").unwrap();
+            assert_eq!(there.scandump(), filter.scandump(), "{mode:?} {command}");
+        }
+        let left = keys_without_expiry(&mut fresh, if written { &["target"] } else { &[] });
+        assert!(left.is_empty(), "{mode:?} {command}: {left:?}");
+        println!(
+            "{mode:?}, replies held from {command} #{nth}: {e}; key written: {written}, EXISTS \
+             {exists}"
+        );
+        let () = redis::cmd("FLUSHALL").query(&mut admin).unwrap();
+    }
 }
 
 #[test]
@@ -874,7 +1073,8 @@ struct ClaimsVersion {
 
 impl redis::ConnectionLike for ClaimsVersion {
     fn req_packed_command(&mut self, cmd: &[u8]) -> redis::RedisResult<Value> {
-        if cmd.windows(6).any(|w| w.eq_ignore_ascii_case(b"\r\nINFO")) {
+        // INFO itself (`*2 $4 INFO $6 server`), not COMMAND INFO.
+        if cmd.starts_with(b"*2\r\n$4\r\nINFO\r\n") {
             self.infos += 1;
             let text = format!(
                 "# Server\r\nredis_version:{}\r\nredis_mode:standalone\r\n",
@@ -930,8 +1130,8 @@ fn restore_steps_down_to_an_rdb_version_the_server_takes() {
     let tries = u64::from(12 - honest.rdb_version.unwrap()) + 1;
     assert_eq!(
         stepped.commands,
-        1 + tries,
-        "INFO, then one RESTORE per version"
+        3 + tries,
+        "COMMAND INFO, CONFIG GET, INFO, then one RESTORE per version"
     );
     println!(
         "Redis {actual}: honest INFO → RDB {:?} in {} commands; claiming 8.0.0 → RDB {:?} after \
@@ -1099,9 +1299,545 @@ fn exports_and_imports_through_a_cluster_connection() {
             "{key}: server answers"
         );
     }
+    // Keys with a `}` but no hash tag hash whole: the temporary key must be in their slot too.
+    for key in ["a}b", "{}x", "x{}y{z}", "}{a}"] {
+        filter
+            .export_to(&mut cluster, key, ExportMode::LoadChunk)
+            .unwrap_or_else(|e| panic!("{key}: {e:?}"));
+        assert_eq!(server_scandump(&mut admin, key), filter.scandump(), "{key}");
+    }
+    // The rule the bridge's unit test checks temporary keys against (the redis crate's slot
+    // function) is the server's.
+    for key in [
+        &b"a}b"[..],
+        b"{}x",
+        b"{a}{b}",
+        b"a{b}c",
+        b"{",
+        b"}{a}",
+        b"\xff{\x00}\x80",
+    ] {
+        let slot: u16 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut admin)
+            .unwrap();
+        assert_eq!(
+            redis::cluster_routing::Slot::new(slot),
+            Some(redis::cluster_routing::Slot::for_key(key)),
+            "{key:?}"
+        );
+    }
     assert_eq!(
         keys_matching(&mut admin, "*").len(),
-        2,
+        6,
         "no temporary key left behind"
     );
+}
+
+// ---- failures at every command of an export ------------------------------------------------
+
+const ALL_MODES: [ExportMode; 4] = [
+    ExportMode::Restore { replace: false },
+    ExportMode::Restore { replace: true },
+    ExportMode::LoadChunk,
+    ExportMode::LoadChunkReplace,
+];
+
+/// A connection through `proxy`, with a short read timeout (a held reply fails it soon).
+fn proxied(proxy: &CuttingProxy) -> Connection {
+    let conn = redis::Client::open(proxy.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    conn.set_read_timeout(Some(std::time::Duration::from_millis(300)))
+        .unwrap();
+    conn
+}
+
+/// The commands an export sends, in order, each with its occurrence among those of its name
+/// (1 = the first): a run through a recording proxy, the target as `prepare` leaves it.
+fn export_commands(
+    server: &Server,
+    admin: &mut Connection,
+    filter: &RedisCuckooFilter,
+    mode: ExportMode,
+    prepare: &dyn Fn(&mut Connection),
+) -> Vec<(String, usize)> {
+    let () = redis::cmd("FLUSHALL").query(admin).unwrap();
+    prepare(admin);
+    let proxy = CuttingProxy::start(server.port);
+    let mut conn = proxied(&proxy);
+    proxy.record();
+    let _ = filter.export_to(&mut conn, "target", mode);
+    drop(conn);
+    wait_until_alone(admin);
+    let mut out: Vec<(String, usize)> = Vec::new();
+    for name in proxy.names() {
+        let nth = out.iter().filter(|(n, _)| *n == name).count() + 1;
+        out.push((name, nth));
+    }
+    out
+}
+
+/// A key's type and (for a filter) its chunks, else its value as one chunk.
+type KeyState = (String, Vec<(u64, Vec<u8>)>);
+
+/// What `target` holds: `None` if absent, else its type and (for a filter) its chunks.
+fn target_state(admin: &mut Connection) -> Option<KeyState> {
+    let kind: String = redis::cmd("TYPE").arg("target").query(admin).unwrap();
+    match kind.as_str() {
+        "none" => None,
+        "MBbloomCF" => Some((kind, server_scandump(admin, "target"))),
+        _ => {
+            let value: Vec<u8> = redis::cmd("GET").arg("target").query(admin).unwrap();
+            Some((kind, vec![(0, value)]))
+        }
+    }
+}
+
+/// The export cut (the command forwarded whole, then the connection closed) and stalled (its
+/// reply and all after it held until the client's read times out) at every command it sends,
+/// in every mode, with the target absent and holding another value: once the server has
+/// dropped the client, no key without an expiry is left but the target, which holds either
+/// what it held before or the whole filter; an export that fails with anything but
+/// `Connection` left it as it was, one that succeeded wrote the filter.
+#[test]
+fn every_cut_and_stall_of_an_export_leaves_no_key_without_expiry() {
+    let Some(server) = Server::start("every_cut_and_stall_of_an_export") else {
+        return;
+    };
+    let mut admin = server.conn();
+    let filter = RedisCuckooFilter::builder()
+        .capacity(2_000)
+        .bucket_size(2)
+        .build()
+        .unwrap();
+    let mut rng = Rng::new(0x0C07_0C07);
+    filter.insert_many(item_pool(&mut rng, 3_000)).unwrap();
+    assert!(filter.info().filters > 1, "several sub-filters");
+    let want = filter.scandump();
+    let absent: &dyn Fn(&mut Connection) = &|_| {};
+    let string: &dyn Fn(&mut Connection) = &|c| {
+        let () = redis::cmd("SET").arg("target").arg("old").query(c).unwrap();
+    };
+    let mut runs = 0;
+    for mode in ALL_MODES {
+        for (before, prepare) in [("absent", absent), ("a string", string)] {
+            let commands = export_commands(&server, &mut admin, &filter, mode, prepare);
+            println!("{mode:?}, target {before}: {commands:?}");
+            for (name, nth) in &commands {
+                for trigger in [Trigger::Cut, Trigger::HoldReplies] {
+                    let () = redis::cmd("FLUSHALL").query(&mut admin).unwrap();
+                    prepare(&mut admin);
+                    let old = target_state(&mut admin);
+                    let proxy = CuttingProxy::start(server.port);
+                    let mut conn = proxied(&proxy);
+                    proxy.on_command(name, *nth, trigger);
+                    let result = filter.export_to(&mut conn, "target", mode);
+                    let what = format!("{mode:?}, target {before}, {trigger:?} at {name} #{nth}");
+                    assert!(
+                        proxy.triggered.load(Ordering::SeqCst),
+                        "{what}: not reached"
+                    );
+                    drop(conn);
+                    wait_until_alone(&mut admin);
+                    let now = target_state(&mut admin);
+                    let written = now.as_ref().is_some_and(|(_, chunks)| *chunks == want);
+                    match &result {
+                        Ok(_) => assert!(written, "{what}: Ok, but the filter is not there"),
+                        Err(BridgeError::Connection(_)) => {
+                            assert!(written || now == old, "{what}: target changed: {now:?}")
+                        }
+                        Err(e) => assert_eq!(now, old, "{what}: {e} changed the target"),
+                    }
+                    let allowed: &[&str] = if now.is_some() { &["target"] } else { &[] };
+                    let left = keys_without_expiry(&mut admin, allowed);
+                    assert!(left.is_empty(), "{what}: keys without expiry {left:?}");
+                    runs += 1;
+                }
+            }
+        }
+    }
+    println!("{runs} failed exports checked");
+}
+
+// ---- a server without the module, under every client the checks may meet -------------------
+
+/// An ACL user allowed everything but `COMMAND` and `CONFIG` (as managed services set them up).
+fn restricted_user(admin: &mut Connection) -> String {
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("app")
+        .arg("on")
+        .arg(">secret")
+        .arg("~*")
+        .arg("&*")
+        .arg("+@all")
+        .arg("-command")
+        .arg("-config")
+        .query(admin)
+        .unwrap();
+    "app:secret@".to_owned()
+}
+
+/// Connections of every kind the module check meets: RESP2 and RESP3, the default user and
+/// one that may run neither `COMMAND` nor `CONFIG`.
+fn every_client(server: &Server, admin: &mut Connection) -> Vec<(&'static str, Connection)> {
+    let user = restricted_user(admin);
+    let url = |auth: &str, resp3: bool| {
+        format!(
+            "redis://{auth}127.0.0.1:{}/{}",
+            server.port,
+            if resp3 { "?protocol=resp3" } else { "" }
+        )
+    };
+    let open = |url: String| redis::Client::open(url).unwrap().get_connection().unwrap();
+    vec![
+        ("RESP2", open(url("", false))),
+        ("RESP3", open(url("", true))),
+        ("RESP2, no COMMAND/CONFIG", open(url(&user, false))),
+        ("RESP3, no COMMAND/CONFIG", open(url(&user, true))),
+    ]
+}
+
+/// Exports of a filter with binary chunks, to binary keys, on a server without the module
+/// (and with `COMMAND` renamed away), over RESP2 and RESP3, by the default user and one that
+/// may not run `COMMAND` or `CONFIG`: each fails with `ModuleMissing` and the connection
+/// still answers. Imports of binary keys too.
+#[test]
+fn a_missing_module_is_detected_for_every_client_and_binary_keys() {
+    let filter = fifty_thousand_items();
+    let keys: [&[u8]; 4] = [b"k", b"\xff\xfe\x80", b"{\xc3}\x00\r\n", b""];
+    for extra in [&[][..], &["--rename-command", "COMMAND", ""][..]] {
+        let Some(server) = Server::start_with("a_missing_module_every_client", extra, false) else {
+            return;
+        };
+        let mut admin = server.conn();
+        for (client, mut conn) in every_client(&server, &mut admin) {
+            for key in keys {
+                for mode in ALL_MODES {
+                    let what = format!("{extra:?} {client} {key:?} {mode:?}");
+                    let e = filter.export_to(&mut conn, key, mode).unwrap_err();
+                    assert!(
+                        matches!(e, BridgeError::ModuleMissing { .. }),
+                        "{what}: {e:?}"
+                    );
+                    let pong: String = redis::cmd("PING").query(&mut conn).unwrap();
+                    assert_eq!(pong, "PONG", "{what}");
+                }
+                let what = format!("{extra:?} {client} {key:?} import");
+                let e = RedisCuckooFilter::import_from(&mut conn, key).unwrap_err();
+                assert!(
+                    matches!(e, BridgeError::ModuleMissing { .. }),
+                    "{what}: {e:?}"
+                );
+                let pong: String = redis::cmd("PING").query(&mut conn).unwrap();
+                assert_eq!(pong, "PONG", "{what}");
+            }
+        }
+        assert!(keys_matching(&mut admin, "*").is_empty(), "{extra:?}");
+    }
+}
+
+/// The same clients and keys with the module: every export writes the filter's bytes, and it
+/// imports back.
+#[test]
+fn exports_with_the_module_work_for_every_client_and_binary_keys() {
+    let Some(server) = Server::start("exports_with_the_module_every_client") else {
+        return;
+    };
+    let mut admin = server.conn();
+    let filter = fifty_thousand_items();
+    let want = filter.scandump();
+    let keys: [&[u8]; 4] = [b"k", b"\xff\xfe\x80", b"{\xc3}\x00\r\n", b""];
+    for (client, mut conn) in every_client(&server, &mut admin) {
+        for key in keys {
+            for mode in ALL_MODES {
+                let what = format!("{client} {key:?} {mode:?}");
+                let () = redis::cmd("FLUSHALL").query(&mut admin).unwrap();
+                filter
+                    .export_to(&mut conn, key, mode)
+                    .unwrap_or_else(|e| panic!("{what}: {e:?}"));
+                let back = RedisCuckooFilter::import_from(&mut conn, key)
+                    .unwrap_or_else(|e| panic!("{what}: import: {e:?}"));
+                assert_eq!(back.scandump(), want, "{what}");
+                let keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut admin).unwrap();
+                assert_eq!(keys, [key.to_vec()], "{what}");
+            }
+        }
+    }
+}
+
+// ---- the check after an unknown outcome ----------------------------------------------------
+
+/// A request still on its way when the export gave up (held by a hop, here the proxy, and
+/// delivered later, as a proxy or a slow path may): asked at once on a new connection, `EXISTS`
+/// says the key was not written, and then the late request writes it. The documented check
+/// first kills the old connection by the id `CLIENT ID` gave on it before the export: after
+/// that nothing sent on it can run, and the answer stays true.
+#[test]
+fn the_documented_check_holds_when_a_request_arrives_late() {
+    let Some(server) = Server::start("the_documented_check_holds_when_a_request_arrives_late")
+    else {
+        return;
+    };
+    let mut admin = server.conn();
+    let filter = fifty_thousand_items();
+    for (mode, command, nth) in [
+        (RESTORE, "RESTORE", 1),
+        (ExportMode::LoadChunk, "MULTI", 2),
+        (ExportMode::LoadChunkReplace, "MULTI", 2),
+    ] {
+        for kill_first in [false, true] {
+            let what = format!("{mode:?}, {command} #{nth} held, kill first: {kill_first}");
+            let () = redis::cmd("FLUSHALL").query(&mut admin).unwrap();
+            let proxy = CuttingProxy::start(server.port);
+            let mut conn = proxied(&proxy);
+            let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut conn).unwrap();
+            proxy.on_command(command, nth, Trigger::HoldRequest);
+            let e = filter.export_to(&mut conn, "target", mode).unwrap_err();
+            assert!(proxy.triggered.load(Ordering::SeqCst), "{what}");
+            assert!(matches!(e, BridgeError::Connection(_)), "{what}: {e:?}");
+            drop(conn);
+            let mut fresh = server.conn();
+            if kill_first {
+                let killed: i64 = redis::cmd("CLIENT")
+                    .arg("KILL")
+                    .arg("ID")
+                    .arg(id)
+                    .query(&mut fresh)
+                    .unwrap();
+                assert_eq!(killed, 1, "{what}");
+            }
+            let answer: i64 = redis::cmd("EXISTS")
+                .arg("target")
+                .query(&mut fresh)
+                .unwrap();
+            drop(fresh);
+            proxy.release();
+            wait_until_alone(&mut admin);
+            let truth: i64 = redis::cmd("EXISTS")
+                .arg("target")
+                .query(&mut admin)
+                .unwrap();
+            println!("{what}: EXISTS answered {answer}, the key exists now: {truth}");
+            if kill_first {
+                assert_eq!(answer, truth, "{what}: the documented check was wrong");
+            } else {
+                assert_eq!(
+                    (answer, truth),
+                    (0, 1),
+                    "{what}: the late request did not land"
+                );
+            }
+            let allowed: &[&str] = if truth == 1 { &["target"] } else { &[] };
+            let left = keys_without_expiry(&mut admin, allowed);
+            assert!(left.is_empty(), "{what}: {left:?}");
+        }
+    }
+}
+
+// ---- proto-max-bulk-len at the edges -------------------------------------------------------
+
+fn set_max_bulk(admin: &mut Connection, limit: usize) {
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("proto-max-bulk-len")
+        .arg(limit)
+        .query(admin)
+        .unwrap();
+}
+
+/// `RESTORE` at a `proto-max-bulk-len` of exactly the payload's length is sent and takes; one
+/// byte less is refused before anything is sent. `LoadChunk` at limits just around 16 MiB
+/// (the chunk size: chunks of 16 MiB - 1 leave a 1-byte one), at 1 MiB and 1 MiB + 1 (odd
+/// splits) writes the same bytes the filter holds, for a filter of one 16 MiB sub-filter and
+/// one of two sub-filters.
+#[test]
+fn proto_max_bulk_len_limits_around_the_payload_and_the_chunk_size() {
+    let Some(server) = Server::start("proto_max_bulk_len_limits_around") else {
+        return;
+    };
+    let mut admin = server.conn();
+    let big = RedisCuckooFilter::builder()
+        .capacity(1 << 24)
+        .bucket_size(4)
+        .build()
+        .unwrap();
+    for i in 0..20_000 {
+        big.insert(format!("b{i}")).unwrap();
+    }
+    assert!(big.info().size >= 16 << 20);
+    let two = RedisCuckooFilter::builder()
+        .capacity(1 << 19)
+        .bucket_size(2)
+        .expansion(2)
+        .build()
+        .unwrap();
+    let mut n = 0u64;
+    while two.info().filters < 2 {
+        two.insert(format!("t{n}")).unwrap();
+        n += 1;
+    }
+    for (name, filter) in [("16 MiB", &big), ("two sub-filters", &two)] {
+        let want = filter.scandump();
+        let len = filter.dump_payload(12).len();
+        for (limit, fits) in [(len, true), (len - 1, false)] {
+            let () = redis::cmd("FLUSHALL").query(&mut admin).unwrap();
+            set_max_bulk(&mut admin, limit.max(1 << 20));
+            let result = filter.export_to(&mut admin, "r", RESTORE);
+            let what = format!("{name}: RESTORE of {len} bytes, limit {limit}");
+            if fits {
+                let sent = result.unwrap_or_else(|e| panic!("{what}: {e:?}"));
+                assert_eq!(sent.bytes, len as u64, "{what}");
+                assert_eq!(server_scandump(&mut admin, "r"), want, "{what}");
+            } else {
+                let e = result.unwrap_err();
+                assert!(
+                    matches!(
+                        &e,
+                        BridgeError::Refused {
+                            command: "RESTORE",
+                            ..
+                        }
+                    ),
+                    "{what}: {e:?}"
+                );
+                assert!(keys_matching(&mut admin, "*").is_empty(), "{what}");
+                let pong: String = redis::cmd("PING").query(&mut admin).unwrap();
+                assert_eq!(pong, "PONG", "{what}");
+            }
+            println!("{what}: ok");
+        }
+        let chunk = 16usize << 20;
+        for limit in [1 << 20, (1 << 20) + 1, chunk - 1, chunk, chunk + 1] {
+            for mode in [ExportMode::LoadChunk, ExportMode::LoadChunkReplace] {
+                let () = redis::cmd("FLUSHALL").query(&mut admin).unwrap();
+                set_max_bulk(&mut admin, limit);
+                let what = format!("{name}: {mode:?}, limit {limit}");
+                let sent = filter
+                    .export_to(&mut admin, "l", mode)
+                    .unwrap_or_else(|e| panic!("{what}: {e:?}"));
+                assert_eq!(server_scandump(&mut admin, "l"), want, "{what}");
+                assert_eq!(keys_matching(&mut admin, "*"), ["l"], "{what}");
+                println!("{what}: {sent:?}");
+            }
+        }
+    }
+}
+
+// ---- temporary keys of adversarial keys in a cluster ---------------------------------------
+
+/// A one-node cluster serving every slot: multi-key commands and transactions whose keys are in
+/// different slots are refused there (`CROSSSLOT`), even on one node.
+fn one_node_cluster(test: &str) -> Option<Server> {
+    let server = Server::start_with(
+        test,
+        &[
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+        ],
+        true,
+    )?;
+    let mut admin = server.conn();
+    let () = redis::cmd("CLUSTER")
+        .arg("ADDSLOTSRANGE")
+        .arg(0)
+        .arg(16383)
+        .query(&mut admin)
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut admin).unwrap();
+        if info.contains("cluster_state:ok") {
+            return Some(server);
+        }
+        assert!(std::time::Instant::now() < deadline, "{info}");
+        thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+fn keyslot(conn: &mut Connection, key: &[u8]) -> i64 {
+    redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query(conn)
+        .unwrap()
+}
+
+/// Adversarial keys (empty, braces only, `{`, `}}{`, tags at the end, empty tags before real
+/// ones, non-UTF-8, 100 kB long): the temporary key a `LoadChunk` export creates (seen while the
+/// first data chunk is held) is in the key's slot as the server computes it
+/// (`CLUSTER KEYSLOT`), and whole exports, both `LoadChunk` modes, succeed on a cluster node,
+/// which refuses `RENAME` across slots.
+#[test]
+fn temporary_keys_of_adversarial_keys_share_the_slot_on_a_cluster_node() {
+    let Some(server) = one_node_cluster("temporary_keys_of_adversarial_keys") else {
+        return;
+    };
+    let mut admin = server.conn();
+    let filter = RedisCuckooFilter::reserve(1000).unwrap();
+    filter.insert("x").unwrap();
+    let mut long_tag_at_end = vec![b'k'; 100_000];
+    long_tag_at_end.extend_from_slice(b"{tag}");
+    let mut long_plain = vec![b'}'; 50_000];
+    long_plain.extend(std::iter::repeat_n(b'{', 50_000));
+    let keys: Vec<Vec<u8>> = [
+        &b""[..],
+        b"{",
+        b"}",
+        b"{}",
+        b"}{",
+        b"}}{",
+        b"{{}}",
+        b"{}}",
+        b"a{",
+        b"a{}",
+        b"{}{x}",
+        b"abc{xyz}",
+        b"abc{xyz",
+        b"\xff{\xfe}",
+        b"\xff}\xfe{",
+        b"{\x00}",
+        b"\x00",
+    ]
+    .iter()
+    .map(|k| k.to_vec())
+    .chain([long_tag_at_end, long_plain])
+    .collect();
+    for key in &keys {
+        let shown = String::from_utf8_lossy(&key[..key.len().min(40)]).into_owned();
+        let () = redis::cmd("FLUSHALL").query(&mut admin).unwrap();
+        let proxy = CuttingProxy::start(server.port);
+        let mut conn = proxied(&proxy);
+        // The first data chunk held: the transaction that created the temporary key has run.
+        proxy.on_command("CF.LOADCHUNK", 2, Trigger::HoldRequest);
+        let e = filter
+            .export_to(&mut conn, key, ExportMode::LoadChunk)
+            .unwrap_err();
+        assert!(matches!(e, BridgeError::Connection(_)), "{shown:?}: {e:?}");
+        let left: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut admin).unwrap();
+        proxy.release();
+        drop(conn);
+        wait_until_alone(&mut admin);
+        assert_eq!(left.len(), 1, "{shown:?}: the temporary key");
+        let tmp = &left[0];
+        assert_eq!(
+            keyslot(&mut admin, tmp),
+            keyslot(&mut admin, key),
+            "{shown:?} -> {:?}",
+            String::from_utf8_lossy(&tmp[..tmp.len().min(80)])
+        );
+        for mode in [ExportMode::LoadChunk, ExportMode::LoadChunkReplace] {
+            let () = redis::cmd("FLUSHALL").query(&mut admin).unwrap();
+            filter
+                .export_to(&mut admin, key, mode)
+                .unwrap_or_else(|e| panic!("{shown:?} {mode:?}: {e:?}"));
+            let there: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut admin).unwrap();
+            assert_eq!(there, std::slice::from_ref(key), "{shown:?} {mode:?}");
+        }
+    }
 }

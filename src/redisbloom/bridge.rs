@@ -5,6 +5,7 @@
 //! Export checks the filter before it sends a byte: Redis accepts, and then crashes on or
 //! misanswers from, images that no RedisBloom filter has (expansion 0 with several sub-filters,
 //! sizes that are not powers of two, a `DUMP` payload whose lengths disagree with its header).
+//! It checks the server too: that it has the module, and the longest argument it takes.
 //! Import reads one consistent state of the key and validates it like
 //! [`RedisCuckooFilter::from_chunks`].
 
@@ -52,7 +53,9 @@ const BAD_VERSION_REPLY: &str = "DUMP payload version or checksum are wrong";
 /// right counters and geometry but **all slots empty** (every lookup answers 0). Use `Restore`
 /// where there are replicas or persistence; `LoadChunk` suits a standalone cache. `RESTORE`
 /// sends the whole filter in one command, so it is bounded by the server's
-/// `proto-max-bulk-len` (512 MiB by default); `LoadChunk` sends pieces of at most 16 MiB.
+/// `proto-max-bulk-len` (512 MiB by default: a larger payload is [`BridgeError::Refused`]
+/// before it is sent); `LoadChunk` sends pieces of at most 16 MiB, or of the server's
+/// `proto-max-bulk-len` where that is smaller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ExportMode {
@@ -108,8 +111,10 @@ pub struct ExportSummary {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum BridgeError {
-    /// The client failed: I/O, a dropped connection, a protocol error (the `redis` crate's
-    /// error is the [`source`](std::error::Error::source)).
+    /// The client failed: I/O, a dropped connection, a timeout, a protocol error (the `redis`
+    /// crate's error is the [`source`](std::error::Error::source)). After an export, the
+    /// outcome is unknown: the key may or may not have been written (see
+    /// [`RedisCuckooFilter::export_to`]'s errors for how to tell).
     Connection(RedisError),
     /// The key does not exist (import).
     MissingKey {
@@ -134,8 +139,14 @@ pub enum BridgeError {
         /// `None` when `EXISTS` or `RENAMENX` showed it.
         message: Option<String>,
     },
-    /// The server refused a command (for example, the module is not loaded, or the filter is
-    /// too large for `proto-max-bulk-len`).
+    /// The server has no RedisBloom module: it does not know the `CF.*` commands. An export
+    /// finds this out before it sends the filter (see [`RedisCuckooFilter::export_to`]).
+    ModuleMissing {
+        /// What showed it: `COMMAND INFO`'s answer, or the server's reply to a `CF.*` command.
+        message: String,
+    },
+    /// The server refused a command (for example, the filter is too large for
+    /// `proto-max-bulk-len`).
     Refused {
         /// The command.
         command: &'static str,
@@ -185,6 +196,9 @@ impl fmt::Display for BridgeError {
                     Some(message) => write!(f, " (server: {message})"),
                     None => Ok(()),
                 }
+            }
+            BridgeError::ModuleMissing { message } => {
+                write!(f, "the server has no RedisBloom module ({message})")
             }
             BridgeError::Refused { command, message } => {
                 write!(f, "the server refused {command}: {message}")
@@ -252,6 +266,8 @@ fn refusal(command: &'static str, key: &[u8], message: String) -> BridgeError {
             key: show(key),
             message: Some(message),
         }
+    } else if command.starts_with("CF.") && message.starts_with("ERR unknown command") {
+        BridgeError::ModuleMissing { message }
     } else if message == "ERR not found" || message == "ERR no such key" {
         BridgeError::MissingKey {
             key: show(key),
@@ -307,9 +323,29 @@ impl<'c> Session<'c> {
         command: &'static str,
         cmd: &Cmd,
     ) -> Result<Result<Value, String>, BridgeError> {
+        let result = self.conn.req_command(cmd);
+        self.answer(command, result)
+    }
+
+    /// As [`raw`](Session::raw), for one command already in RESP form (sent as it is, without
+    /// the copies a [`Cmd`] makes of its arguments).
+    fn raw_packed(
+        &mut self,
+        command: &'static str,
+        packed: &[u8],
+    ) -> Result<Result<Value, String>, BridgeError> {
+        let result = self.conn.req_packed_command(packed);
+        self.answer(command, result)
+    }
+
+    fn answer(
+        &mut self,
+        command: &'static str,
+        result: redis::RedisResult<Value>,
+    ) -> Result<Result<Value, String>, BridgeError> {
         self.commands += 1;
         self.round_trips += 1;
-        match self.conn.req_command(cmd) {
+        match result {
             Ok(Value::ServerError(e)) => Ok(Err(server_text(&e))),
             Ok(value) => Ok(Ok(value)),
             // A cluster connection returns the server's error replies as errors.
@@ -333,30 +369,43 @@ impl<'c> Session<'c> {
         command: &'static str,
         pipe: &mut Pipeline,
     ) -> Result<Option<Vec<Value>>, BridgeError> {
-        self.commands += pipe.len() as u64 + if pipe.is_transaction() { 2 } else { 0 };
+        let packed = pipe.get_packed_pipeline();
+        self.packed_pipeline(command, &packed, pipe.len(), pipe.is_transaction())
+    }
+
+    /// As [`pipeline`](Session::pipeline), for `len` commands already in RESP form (a
+    /// transaction's `MULTI` and `EXEC` not counted in `len`).
+    fn packed_pipeline(
+        &mut self,
+        command: &'static str,
+        packed: &[u8],
+        len: usize,
+        transaction: bool,
+    ) -> Result<Option<Vec<Value>>, BridgeError> {
+        self.commands += len as u64 + if transaction { 2 } else { 0 };
         self.round_trips += 1;
         // The packed commands go straight to the connection, not through `Pipeline::query`,
         // which refuses a cluster connection (it "does not support pipelining", yet sends a
         // pipeline whose commands share a hash slot to that slot's node, which is all this
         // bridge sends), and which would take the replies' errors apart.
-        let (offset, count) = if pipe.is_transaction() {
-            (pipe.len() + 1, 1) // MULTI's and the QUEUED replies, then EXEC's
+        let (offset, count) = if transaction {
+            (len + 1, 1) // MULTI's and the QUEUED replies, then EXEC's
         } else {
-            (0, pipe.len())
+            (0, len)
         };
         let mut replies = self
             .conn
-            .req_packed_commands(&pipe.get_packed_pipeline(), offset, count)
+            .req_packed_commands(packed, offset, count)
             .map_err(|e| client_error(command, self.key, e))?;
-        let reply = match (pipe.is_transaction(), replies.pop()) {
+        let reply = match (transaction, replies.pop()) {
             (true, Some(exec)) if replies.is_empty() => exec,
             (true, other) => Value::Array(replies.into_iter().chain(other).collect()),
             (false, last) => Value::Array(replies.into_iter().chain(last).collect()),
         };
         match reply {
             Value::ServerError(e) => Err(refusal(command, self.key, server_text(&e))),
-            Value::Nil if pipe.is_transaction() => Ok(None),
-            Value::Array(replies) if replies.len() == pipe.len() => Ok(Some(replies)),
+            Value::Nil if transaction => Ok(None),
+            Value::Array(replies) if replies.len() == len => Ok(Some(replies)),
             other => Err(BridgeError::UnexpectedReply {
                 command,
                 reply: abridged(&other),
@@ -581,8 +630,49 @@ fn redis_version(reply: &Value) -> Option<String> {
         .map(|v| v.trim().to_owned())
 }
 
-/// A temporary key in the same hash slot as `key` (so that `RENAME` works in a cluster): `key`
-/// itself plus a suffix if it has a hash tag, `{key}` plus a suffix if it has no `}`.
+/// Redis Cluster's hash tag of `key`: the bytes between its first `{` and the first `}` after
+/// that, if there are any; `None` when the whole key is hashed (no `{`, no `}` after it, or
+/// nothing between them).
+fn hash_tag(key: &[u8]) -> Option<&[u8]> {
+    let open = key.iter().position(|&b| b == b'{')?;
+    let len = key[open + 1..].iter().position(|&b| b == b'}')?;
+    (len > 0).then(|| &key[open + 1..open + 1 + len])
+}
+
+/// CRC-16/XMODEM (polynomial 0x1021, initial value 0), Redis Cluster's key hash.
+fn crc16(bytes: &[u8]) -> u16 {
+    bytes.iter().fold(0u16, |mut crc, &b| {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+        crc
+    })
+}
+
+/// The cluster hash slot of `key`.
+fn key_slot(key: &[u8]) -> u16 {
+    crc16(hash_tag(key).unwrap_or(key)) & 0x3fff
+}
+
+/// The shortest lower-case hex number whose slot is `slot` (every slot has one below
+/// 0x100000: the unit tests check them all).
+fn tag_for_slot(slot: u16) -> Vec<u8> {
+    (0u32..)
+        .map(|n| format!("{n:x}").into_bytes())
+        .find(|tag| crc16(tag) & 0x3fff == slot)
+        .unwrap_or_default()
+}
+
+/// A temporary key in the same hash slot as `key` (so that `RENAME` works in a cluster):
+/// `key` itself plus a suffix if it has a hash tag; `{key}` plus a suffix if it has none and
+/// no `}` (its tag is then `key`, which was hashed whole); otherwise (a `}` but no tag: `a}b`,
+/// `{}x`, whose whole key is hashed but can be no tag; or the empty key) `{n}` before `key`,
+/// `n` a hex number in the key's slot.
 fn temp_key(key: &[u8]) -> Vec<u8> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now()
@@ -593,19 +683,18 @@ fn temp_key(key: &[u8]) -> Vec<u8> {
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     );
-    let has_tag = key.iter().position(|&b| b == b'{').is_some_and(|open| {
-        key[open + 1..]
-            .iter()
-            .position(|&b| b == b'}')
-            .is_some_and(|len| len > 0)
-    });
-    let mut tmp = Vec::with_capacity(key.len() + suffix.len() + 2);
-    if has_tag || key.contains(&b'}') {
+    let mut tmp = Vec::with_capacity(key.len() + suffix.len() + 8);
+    if hash_tag(key).is_some() {
         tmp.extend_from_slice(key);
-    } else {
+    } else if !key.is_empty() && !key.contains(&b'}') {
         tmp.push(b'{');
         tmp.extend_from_slice(key);
         tmp.push(b'}');
+    } else {
+        tmp.push(b'{');
+        tmp.extend_from_slice(&tag_for_slot(key_slot(key)));
+        tmp.push(b'}');
+        tmp.extend_from_slice(key);
     }
     tmp.extend_from_slice(suffix.as_bytes());
     tmp
@@ -624,25 +713,87 @@ impl RedisCuckooFilter {
     /// answer `DUMP payload version or checksum are wrong`, each lower version down to 9 is
     /// tried. [`ExportSummary::rdb_version`] says which one the server took.
     ///
-    /// The filter is checked before anything is sent (see [`BridgeError::Inconsistent`]).
+    /// Before anything is sent, the filter is checked (see [`BridgeError::Inconsistent`]), and
+    /// so is the server: `COMMAND INFO CF.LOADCHUNK` tells whether it has the RedisBloom module
+    /// (where `COMMAND` is renamed or denied, a keyless `CF.INFO` asks the module itself:
+    /// `MODULE LIST` is not used, being the admin command most often denied), and
+    /// `CONFIG GET proto-max-bulk-len` the longest argument it takes (where `CONFIG` is refused,
+    /// none is assumed: a payload over it then makes the server close the connection,
+    /// [`BridgeError::Connection`]).
+    ///
+    /// A `LoadChunk` export creates its temporary key and gives it a one-minute expiry in one
+    /// `MULTI`/`EXEC` transaction, renews the expiry with every pipeline of chunks, and
+    /// removes it (`PERSIST` and `RENAME`/`RENAMENX`) in another: whenever the connection is
+    /// lost, the temporary key, if there is one, expires within a minute.
+    ///
+    /// **Connections need read and write timeouts**
+    /// ([`redis::Connection::set_read_timeout`], [`set_write_timeout`](redis::Connection::set_write_timeout)):
+    /// without them, a server that stalls (or a network path that drops packets silently)
+    /// hangs the export forever. Give the read timeout room for the server's work: `RESTORE`
+    /// of a large filter checks and copies all of it before it answers.
+    ///
+    /// **Memory.** Besides the filter, an export holds one snapshot of it (its size) and the
+    /// bytes of one request: `Restore` the whole payload, built in place in the buffer the
+    /// connection sends (measured: at most 2.0× [`memory_usage`](RedisCuckooFilter::memory_usage)
+    /// at its peak; 1.97× for a 4 MiB filter, 2.00× for 32 and 64 MiB), `LoadChunk` one
+    /// pipeline of at most 16 MiB (measured: 1.97×, 1.50× and 1.25× for 4, 32 and 64 MiB
+    /// filters). On a plain [`redis::Connection`]; a cluster connection copies the request
+    /// once more to route it.
     ///
     /// # Errors
     ///
-    /// [`BridgeError::KeyExists`] if the key exists and the mode does not replace it;
-    /// [`BridgeError::Refused`] if the server refuses a command (no RedisBloom module, the
-    /// payload too large for `proto-max-bulk-len`, a server older than Redis 5);
-    /// [`BridgeError::Connection`] if the connection fails; [`BridgeError::UnexpectedReply`]
-    /// for a reply of the wrong shape. A `LoadChunk` export that fails deletes its temporary
-    /// key (if the connection still works; otherwise the key expires within a minute) and
-    /// leaves `key` as it was.
+    /// [`BridgeError::ModuleMissing`] if the server has no RedisBloom module (nothing is sent
+    /// then, and the connection stays usable); [`BridgeError::KeyExists`] if the key exists
+    /// and the mode does not replace it; [`BridgeError::Refused`] if the server refuses a
+    /// command, or if a `Restore` payload is longer than the server's `proto-max-bulk-len`
+    /// (refused before it is sent; `LoadChunk` sends smaller chunks instead), or for a server
+    /// older than Redis 5; [`BridgeError::UnexpectedReply`] for a reply of the wrong shape. A
+    /// `LoadChunk` export that fails deletes its temporary key (if the connection still works;
+    /// otherwise the key expires within a minute) and leaves `key` as it was.
+    ///
+    /// [`BridgeError::Connection`] if the connection fails (I/O, a timeout, a lost
+    /// connection). **The outcome is then unknown**: the server may have run the command
+    /// that wrote the key (`RESTORE`, or the `LoadChunk` export's final `RENAME`) and its reply
+    /// have been lost, or may still run it: a request can be on its way (held by a proxy, a
+    /// slow network, a busy server) after the client gave up. To tell, drop this connection
+    /// (after a timeout it may still have replies in flight, which the next command would read
+    /// as its own) and, on a new one, first end the old one at the server: `CLIENT KILL ID`
+    /// with the number `CLIENT ID` gave on it before the export (an ACL must allow `CLIENT`).
+    /// Nothing sent on it runs after that, so the answer stays true: `EXISTS key` where the key
+    /// did not exist before, otherwise compare the filter there
+    /// ([`import_from`](RedisCuckooFilter::import_from), then
+    /// [`scandump`](RedisCuckooFilter::scandump) on both) with this one. Asked without the
+    /// kill, `EXISTS` can say "not written" just before a late request writes the key. Or
+    /// simply export again with a replacing mode (a late replacing request then rewrites the
+    /// same filter). No key without an expiry is left behind other than `key`.
     ///
     /// ```no_run
-    /// use atomic_cuckoo::redisbloom::{ExportMode, RedisCuckooFilter};
+    /// use std::time::Duration;
+    ///
+    /// use atomic_cuckoo::redisbloom::{BridgeError, ExportMode, RedisCuckooFilter};
     ///
     /// let filter = RedisCuckooFilter::reserve(1_000_000)?;
     /// filter.insert("user:42")?;
-    /// let mut conn = redis::Client::open("redis://127.0.0.1:6379/")?.get_connection()?;
-    /// filter.export_to(&mut conn, "users", ExportMode::Restore { replace: true })?;
+    /// let client = redis::Client::open("redis://127.0.0.1:6379/")?;
+    /// let mut conn = client.get_connection()?;
+    /// conn.set_read_timeout(Some(Duration::from_secs(10)))?;
+    /// conn.set_write_timeout(Some(Duration::from_secs(10)))?;
+    /// let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut conn)?;
+    /// match filter.export_to(&mut conn, "users", ExportMode::Restore { replace: true }) {
+    ///     Ok(_) => {}
+    ///     // Written or not? Ask on a fresh connection (this one may be out of step), once the
+    ///     // server has ended the old one (a request of it may still be on its way).
+    ///     Err(BridgeError::Connection(e)) => {
+    ///         drop(conn);
+    ///         let mut fresh = client.get_connection()?;
+    ///         let _: i64 = redis::cmd("CLIENT").arg("KILL").arg("ID").arg(id).query(&mut fresh)?;
+    ///         let there = RedisCuckooFilter::import_from(&mut fresh, "users");
+    ///         let written = there.is_ok_and(|f| f.scandump() == filter.scandump());
+    ///         println!("connection failed ({e}); the filter was written: {written}");
+    ///         return Ok(());
+    ///     }
+    ///     Err(e) => return Err(e.into()),
+    /// }
     /// let found: bool = redis::cmd("CF.EXISTS").arg("users").arg("user:42").query(&mut conn)?;
     /// assert!(found);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -657,15 +808,21 @@ impl RedisCuckooFilter {
         let mut session = Session::new(conn, key);
         let (header, data) = self.snapshot();
         check_exportable(&header, &data).map_err(|e| session.inconsistent(e))?;
+        check_module(&mut session)?;
+        let max_bulk = max_bulk_len(&mut session)?;
         let (bytes, rdb_version) = match mode {
             ExportMode::Restore { replace } => {
-                let (bytes, version) = restore(&mut session, &header, &data, replace)?;
+                let (bytes, version) = restore(&mut session, &header, &data, replace, max_bulk)?;
                 (bytes, Some(version))
             }
-            ExportMode::LoadChunk => (load_chunks(&mut session, &header, &data, false)?, None),
-            ExportMode::LoadChunkReplace => {
-                (load_chunks(&mut session, &header, &data, true)?, None)
-            }
+            ExportMode::LoadChunk => (
+                load_chunks(&mut session, &header, &data, false, max_bulk)?,
+                None,
+            ),
+            ExportMode::LoadChunkReplace => (
+                load_chunks(&mut session, &header, &data, true, max_bulk)?,
+                None,
+            ),
         };
         Ok(ExportSummary {
             bytes,
@@ -679,7 +836,8 @@ impl RedisCuckooFilter {
     /// filter here, which then answers `contains`, `count`, … exactly as the server did at one
     /// moment.
     ///
-    /// The read is one consistent snapshot: `WATCH key`, `CF.SCANDUMP key 0` for the header
+    /// After the module check [`export_to`](RedisCuckooFilter::export_to) makes, the read is one
+    /// consistent snapshot: `WATCH key`, `CF.SCANDUMP key 0` for the header
     /// (whose geometry fixes every chunk's iterator), then `MULTI`, every `CF.SCANDUMP`, `EXEC`;
     /// a write to the key in between aborts the `EXEC`, and the read starts again. After 5
     /// aborted tries it falls back to one `DUMP` (atomic, but LZF compression costs the server
@@ -700,8 +858,10 @@ impl RedisCuckooFilter {
     /// [`BridgeError::Inconsistent`] if the server's filter is corrupt (as
     /// [`from_chunks`](RedisCuckooFilter::from_chunks) checks it: the counters must match the
     /// bytes, the geometry must be one RedisBloom creates); [`BridgeError::Contended`] if the
-    /// key kept changing and `DUMP` failed too; [`BridgeError::Refused`] (no module),
-    /// [`BridgeError::Connection`], [`BridgeError::UnexpectedReply`].
+    /// key kept changing and `DUMP` failed too; [`BridgeError::ModuleMissing`] (checked as
+    /// [`export_to`](RedisCuckooFilter::export_to) does, before the key is sent; the connection
+    /// stays usable), [`BridgeError::Refused`], [`BridgeError::Connection`],
+    /// [`BridgeError::UnexpectedReply`].
     ///
     /// ```no_run
     /// use atomic_cuckoo::redisbloom::RedisCuckooFilter;
@@ -717,6 +877,10 @@ impl RedisCuckooFilter {
     ) -> Result<Self, BridgeError> {
         let key = key.as_ref();
         let mut session = Session::new(conn, key);
+        // Before the key is sent: a server without the module echoes an unknown command's
+        // first arguments in its error reply, and a key that is not UTF-8 makes that reply one
+        // the client cannot parse (the connection is lost, not the error typed).
+        check_module(&mut session)?;
         for _ in 0..IMPORT_ATTEMPTS {
             session.call("WATCH", redis::cmd("WATCH").arg(key))?;
             match snapshot_once(&mut session) {
@@ -858,31 +1022,128 @@ fn import_by_dump(session: &mut Session<'_>) -> Result<RedisCuckooFilter, Bridge
     }
 }
 
+/// Finds out, before a filter is sent, whether the server has the RedisBloom module: a
+/// server without it answers an unknown `CF.LOADCHUNK` with an error that echoes the start of
+/// its arguments, binary chunk bytes the client cannot parse (the connection is lost), and
+/// `RESTORE` with a bare `ERR Bad data format`.
+///
+/// `COMMAND INFO CF.LOADCHUNK` answers `nil` where the command is unknown. Where `COMMAND` is
+/// refused (renamed, or denied by an ACL, as managed services do), `CF.INFO` without a key
+/// asks the module itself: it answers with its arity error, a server without it with `unknown
+/// command` (ASCII only, so the reply parses whatever it echoes). `MODULE LIST` is not used:
+/// it is an admin command, the one most often denied.
+fn check_module(session: &mut Session<'_>) -> Result<(), BridgeError> {
+    let info = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("CF.LOADCHUNK")
+        .to_owned();
+    if let Ok(Value::Array(commands)) = session.raw("COMMAND", &info)? {
+        match commands.as_slice() {
+            [Value::Nil] => {
+                return Err(BridgeError::ModuleMissing {
+                    message: "COMMAND INFO CF.LOADCHUNK answered nil".to_owned(),
+                })
+            }
+            [Value::Array(_)] => return Ok(()),
+            _ => {}
+        }
+    }
+    match session.raw("CF.INFO", &redis::cmd("CF.INFO"))? {
+        Err(message) if message.starts_with("ERR unknown command") => {
+            Err(BridgeError::ModuleMissing { message })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The server's `proto-max-bulk-len` (the longest argument it takes: a longer one makes it
+/// close the connection), or `None` where `CONFIG GET` is refused or its reply is unclear.
+fn max_bulk_len(session: &mut Session<'_>) -> Result<Option<u64>, BridgeError> {
+    let get = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("proto-max-bulk-len")
+        .to_owned();
+    let Ok(reply) = session.raw("CONFIG", &get)? else {
+        return Ok(None);
+    };
+    let value = match &reply {
+        Value::Array(pair) if pair.len() == 2 => &pair[1],
+        Value::Map(pairs) if pairs.len() == 1 => &pairs[0].1,
+        _ => return Ok(None),
+    };
+    Ok(match value {
+        Value::BulkString(bytes) => std::str::from_utf8(bytes).ok().and_then(|t| t.parse().ok()),
+        Value::SimpleString(text) => text.parse().ok(),
+        Value::Int(n) => u64::try_from(*n).ok(),
+        _ => None,
+    })
+}
+
+/// Appends a RESP bulk string's length line.
+fn put_bulk_len(out: &mut Vec<u8>, len: usize) {
+    out.push(b'$');
+    out.extend_from_slice(len.to_string().as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends a RESP bulk string.
+fn put_bulk(out: &mut Vec<u8>, bytes: &[u8]) {
+    put_bulk_len(out, bytes.len());
+    out.extend_from_slice(bytes);
+    out.extend_from_slice(b"\r\n");
+}
+
 /// The `Restore` export: returns the bytes sent and the RDB version taken.
 fn restore(
     session: &mut Session<'_>,
     header: &Header,
     data: &[Vec<u8>],
     replace: bool,
+    max_bulk: Option<u64>,
 ) -> Result<(u64, u16), BridgeError> {
+    let lens: Vec<usize> = data.iter().map(Vec::len).collect();
+    let len = payload::encoded_len(header, &lens);
+    if let Some(limit) = max_bulk.filter(|&limit| len as u64 > limit) {
+        return Err(BridgeError::Refused {
+            command: "RESTORE",
+            message: format!(
+                "the payload is {len} bytes, over the server's proto-max-bulk-len of {limit} \
+                 (raise it, or export with LoadChunk)"
+            ),
+        });
+    }
     // A server that refuses INFO (an ACL) is tried from the newest version down.
     let info = session.raw("INFO", redis::cmd("INFO").arg("server"))?;
     let newest = info
         .ok()
         .and_then(|info| redis_version(&info))
         .map_or(MAX_RDB_VERSION, |v| rdb_version_for(&v));
+    // `RESTORE key 0 payload [REPLACE]` in RESP, the payload written straight into it: the
+    // snapshot and this buffer are the only copies of the filter (a `Cmd` would copy the
+    // payload once more, and again when packed). A lower RDB version rewrites only the footer.
+    let key = session.key;
+    let mut packed = Vec::with_capacity(len + key.len() + 64);
+    packed.extend_from_slice(if replace { b"*5\r\n" } else { b"*4\r\n" });
+    put_bulk(&mut packed, b"RESTORE");
+    put_bulk(&mut packed, key);
+    put_bulk(&mut packed, b"0");
+    put_bulk_len(&mut packed, len);
+    let start = packed.len();
     let slices: Vec<&[u8]> = data.iter().map(Vec::as_slice).collect();
+    payload::encode_into(&mut packed, header, &slices, newest);
+    debug_assert_eq!(packed.len() - start, len);
+    packed.extend_from_slice(b"\r\n");
+    if replace {
+        put_bulk(&mut packed, b"REPLACE");
+    }
     let mut sent = 0u64;
     let mut refusal_text = String::new();
     for version in (MIN_RDB_VERSION..=newest).rev() {
-        let payload = payload::encode(header, &slices, version);
-        sent += payload.len() as u64;
-        let mut cmd = redis::cmd("RESTORE");
-        cmd.arg(session.key).arg(0).arg(payload);
-        if replace {
-            cmd.arg("REPLACE");
+        if version != newest {
+            payload::set_version(&mut packed[start..start + len], version);
         }
-        match session.raw("RESTORE", &cmd)? {
+        sent += len as u64;
+        match session.raw_packed("RESTORE", &packed)? {
             Ok(reply) => {
                 expect_ok(session, "RESTORE", reply)?;
                 return Ok((sent, version));
@@ -904,6 +1165,7 @@ fn load_chunks(
     header: &Header,
     data: &[Vec<u8>],
     replace: bool,
+    max_bulk: Option<u64>,
 ) -> Result<u64, BridgeError> {
     let key = session.key;
     if !replace {
@@ -918,43 +1180,64 @@ fn load_chunks(
     let tmp = temp_key(key);
     let header_bytes = header.encode();
     let mut sent = HEADER_LEN as u64;
-    // The header (which creates the temporary key), then its expiry.
+    // Chunks no longer than the server takes in one argument (CF.LOADCHUNK takes any size
+    // within a sub-filter; the header's 38 bytes are under any proto-max-bulk-len, 1 MiB at
+    // least).
+    let max_chunk = max_bulk.map_or(MAX_CHUNK, |limit| {
+        MAX_CHUNK.min(usize::try_from(limit).unwrap_or(usize::MAX))
+    });
+    // The header (which creates the temporary key, every sub-filter allocated) and its expiry
+    // in one transaction: a connection lost between the two must not leave a key that never
+    // expires. The server runs neither unless it receives EXEC.
     let mut pipe = redis::pipe();
+    pipe.atomic();
     pipe.cmd("CF.LOADCHUNK")
         .arg(&tmp)
         .arg(1)
         .arg(&header_bytes[..]);
     pipe.cmd("PEXPIRE").arg(&tmp).arg(TEMP_KEY_TTL_MS);
-    let replies = session
-        .pipeline("CF.LOADCHUNK", &mut pipe)?
-        .unwrap_or_default();
+    let replies = session.pipeline("EXEC", &mut pipe)?.unwrap_or_default();
     let mut replies = replies.into_iter();
     let created = replies.next().unwrap_or_default();
-    // On failure nothing was created (or a key of this unlikely name existed: leave it).
+    // On failure nothing was created (or a key of this name, unique to this process, time and
+    // counter, existed: leave it).
     expect_ok(session, "CF.LOADCHUNK", created)?;
     let result = (|| {
         // Data chunks in pipelines of about 16 MiB, each followed by a fresh expiry. All-zero
         // chunks are skipped: the header created the sub-filters zero-filled.
         let lens = data.iter().map(Vec::len);
-        let mut plan = chunks::data_chunks(lens)
+        let mut plan = chunks::data_chunks_of(lens, max_chunk)
             .filter(|c| data[c.filter][c.range.clone()].iter().any(|&b| b != 0))
             .peekable();
+        // Each pipeline is packed by hand into one buffer of its final size: a `Pipeline` would
+        // copy every chunk into its commands, then again when packed.
         while plan.peek().is_some() {
-            let mut pipe = redis::pipe();
+            let mut batch = Vec::new();
             let mut bytes = 0usize;
             while let Some(c) =
                 plan.next_if(|c| bytes == 0 || bytes + c.range.len() <= PIPELINE_BYTES)
             {
                 bytes += c.range.len();
-                pipe.cmd("CF.LOADCHUNK")
-                    .arg(&tmp)
-                    .arg(c.iterator)
-                    .arg(&data[c.filter][c.range]);
+                batch.push(c);
             }
-            pipe.cmd("PEXPIRE").arg(&tmp).arg(TEMP_KEY_TTL_MS);
+            // Per command: the array and 4 length lines, the name, the key, an iterator of at
+            // most 20 digits, the CRLFs; 128 bytes cover all but the key and the chunk.
+            let commands = batch.len() + 1;
+            let mut packed = Vec::with_capacity(bytes + commands * (tmp.len() + 128));
+            for c in batch {
+                packed.extend_from_slice(b"*4\r\n");
+                put_bulk(&mut packed, b"CF.LOADCHUNK");
+                put_bulk(&mut packed, &tmp);
+                put_bulk(&mut packed, c.iterator.to_string().as_bytes());
+                put_bulk(&mut packed, &data[c.filter][c.range]);
+            }
+            packed.extend_from_slice(b"*3\r\n");
+            put_bulk(&mut packed, b"PEXPIRE");
+            put_bulk(&mut packed, &tmp);
+            put_bulk(&mut packed, TEMP_KEY_TTL_MS.to_string().as_bytes());
             sent += bytes as u64;
             let replies = session
-                .pipeline("CF.LOADCHUNK", &mut pipe)?
+                .packed_pipeline("CF.LOADCHUNK", &packed, commands, false)?
                 .unwrap_or_default();
             let count = replies.len();
             for (i, reply) in replies.into_iter().enumerate() {
@@ -1022,35 +1305,82 @@ mod tests {
         }
     }
 
+    /// Temporary keys land in their key's slot, as the `redis` crate's cluster client (whose
+    /// slot function the bridge tests check against a server's `CLUSTER KEYSLOT`) computes
+    /// slots: keys with and without a hash tag, with a `}` but no tag, binary keys.
     #[test]
     fn temp_keys_share_the_hash_slot() {
-        let tag = |k: &[u8]| -> Vec<u8> {
-            // Redis Cluster's rule: the bytes between the first `{` and the next `}`, if any.
-            if let Some(open) = k.iter().position(|&b| b == b'{') {
-                if let Some(len) = k[open + 1..].iter().position(|&b| b == b'}') {
-                    if len > 0 {
-                        return k[open + 1..open + 1 + len].to_vec();
-                    }
-                }
-            }
-            k.to_vec()
-        };
-        // (The empty key is the one whose slot no other key shares this way.)
-        for key in [
-            &b"users"[..],
+        use redis::cluster_routing::Slot;
+        let keys: [&[u8]; 20] = [
+            b"users",
             b"user:{42}",
             b"a{b",
             b"{}x",
-            b"x{}y{z}",
+            b"a}b",
+            b"}",
+            b"{",
+            b"{}",
             b"{a}{b}",
-        ] {
+            b"a{b}c",
+            b"}{a}",
+            b"x{}y{z}",
+            b"{{}}",
+            b"{}}",
+            b"}}{",
+            b"",
+            b"\xff\x00}\x80",
+            b"\x00{\xff}\x01",
+            b"\xfe{}\xfd",
+            b"{\x00\x7d",
+        ];
+        for key in keys {
             let tmp = temp_key(key);
-            assert!(tmp.starts_with(key) || tmp[1..].starts_with(key));
-            if !key.contains(&b'}') || tag(key) != *key {
-                assert_eq!(tag(&tmp), tag(key), "{:?}", show(key));
-            }
+            assert_eq!(
+                Slot::for_key(&tmp),
+                Slot::for_key(key),
+                "{:?} -> {:?}",
+                show(key),
+                show(&tmp)
+            );
+            assert_eq!(key_slot(&tmp), key_slot(key), "{:?}", show(key));
+            let at = tmp.windows(key.len().max(1)).position(|w| w == key);
+            assert!(key.is_empty() || at.is_some(), "{:?}", show(&tmp));
         }
         assert_ne!(temp_key(b"k"), temp_key(b"k"));
+    }
+
+    /// This crate's slot function agrees with the `redis` crate's on many random keys made of
+    /// few distinct bytes (braces often), and the slot search behind `{n}` tags ends for every
+    /// slot.
+    #[test]
+    fn slots_agree_with_the_redis_crate_and_every_slot_has_a_tag() {
+        use redis::cluster_routing::Slot;
+        let mut rng = crate::redisbloom::testkit::Rng::seeded("slots_agree_with_the_redis_crate");
+        for _ in 0..20_000 {
+            let len = rng.below(8) as usize;
+            let key: Vec<u8> = (0..len)
+                .map(|_| b"{}a\xff"[rng.below(4) as usize])
+                .collect();
+            assert_eq!(
+                Slot::new(key_slot(&key)),
+                Some(Slot::for_key(&key)),
+                "{key:?}"
+            );
+        }
+        let mut found = vec![false; 1 << 14];
+        let mut left = found.len();
+        for n in 0u32..0x10_0000 {
+            let slot = crc16(format!("{n:x}").as_bytes()) & 0x3fff;
+            if !std::mem::replace(&mut found[usize::from(slot)], true) {
+                left -= 1;
+                if left == 0 {
+                    println!("every slot has a tag below {n:#x}");
+                    break;
+                }
+            }
+        }
+        assert_eq!(left, 0);
+        assert_eq!(key_slot(&tag_for_slot(12_182)), 12_182);
     }
 
     #[test]

@@ -33,14 +33,24 @@ pub(crate) struct DataChunk {
 pub(crate) fn data_chunks(
     sub_filter_lens: impl IntoIterator<Item = usize>,
 ) -> impl Iterator<Item = DataChunk> {
+    data_chunks_of(sub_filter_lens, MAX_CHUNK)
+}
+
+/// As [`data_chunks`], in pieces of at most `max` bytes (at least 1): `CF.LOADCHUNK` takes
+/// chunks of any size, each within one sub-filter, with the iterator of its end.
+pub(crate) fn data_chunks_of(
+    sub_filter_lens: impl IntoIterator<Item = usize>,
+    max: usize,
+) -> impl Iterator<Item = DataChunk> {
+    let max = max.max(1);
     let mut stream_end = 0u64;
     sub_filter_lens
         .into_iter()
         .enumerate()
-        .flat_map(|(filter, len)| {
+        .flat_map(move |(filter, len)| {
             (0..len)
-                .step_by(MAX_CHUNK)
-                .map(move |start| (filter, start..len.min(start + MAX_CHUNK)))
+                .step_by(max)
+                .map(move |start| (filter, start..len.min(start + max)))
         })
         .map(move |(filter, range)| {
             stream_end += range.len() as u64;

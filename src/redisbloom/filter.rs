@@ -824,6 +824,14 @@ impl RedisCuckooFilter {
     /// A filter from `CF.SCANDUMP` replies (as [`scandump`](RedisCuckooFilter::scandump) or a
     /// server returns them), checked before anything is allocated for them.
     ///
+    /// **No checksum.** Redis's `SCANDUMP` format carries none: the checks here catch a
+    /// damaged header and counters that disagree with the slots, but a flipped bit in a data
+    /// chunk often still gives a consistent filter, a different one, that answers some lookups
+    /// wrongly. Where integrity matters (chunks stored or sent over an unchecked channel), use
+    /// `DUMP` payloads: [`dump_payload`](RedisCuckooFilter::dump_payload) and
+    /// [`from_dump_payload`](RedisCuckooFilter::from_dump_payload), whose CRC-64 refuses any
+    /// single flipped bit.
+    ///
     /// # Errors
     ///
     /// A [`LoadError`] for anything Redis would refuse, and for what it would accept but is

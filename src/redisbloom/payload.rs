@@ -44,11 +44,51 @@ const FOOTER_LEN: usize = 10;
 /// Redis's own `DUMP` LZF-compresses strings longer than 20 bytes when `rdbcompression` is on,
 /// so for larger sub-filters the bytes differ from it; `RESTORE` accepts both.
 pub(crate) fn encode(header: &Header, filters: &[&[u8]], rdb_version: u16) -> Vec<u8> {
+    let lens: Vec<usize> = filters.iter().map(|f| f.len()).collect();
+    let mut out = Vec::with_capacity(encoded_len(header, &lens));
+    encode_into(&mut out, header, filters, rdb_version);
+    out
+}
+
+/// The length of [`encode`]'s payload for sub-filters of these lengths.
+pub(crate) fn encoded_len(header: &Header, lens: &[usize]) -> usize {
+    let fields = [
+        header.filters,
+        header.buckets,
+        header.items,
+        header.deletes,
+        u64::from(header.bucket_size),
+        u64::from(header.max_iterations),
+        u64::from(header.expansion),
+    ];
+    let bucket_size = header.bucket_size.max(1) as usize;
+    1 + len_size(MODULE_ID)
+        + fields.iter().map(|&f| 1 + len_size(f)).sum::<usize>()
+        + lens
+            .iter()
+            .map(|&len| 2 + len_size((len / bucket_size) as u64) + len_size(len as u64) + len)
+            .sum::<usize>()
+        + 1
+        + FOOTER_LEN
+}
+
+/// Bytes [`rdb::put_len`] writes for `n`.
+fn len_size(n: u64) -> usize {
+    match n {
+        0..0x40 => 1,
+        0x40..0x4000 => 2,
+        _ if n <= u64::from(u32::MAX) => 5,
+        _ => 9,
+    }
+}
+
+/// Appends [`encode`]'s payload to `out`, [`encoded_len`] bytes, without another copy of the
+/// sub-filters (a caller that sends it can write it straight into its command buffer).
+pub(crate) fn encode_into(out: &mut Vec<u8>, header: &Header, filters: &[&[u8]], rdb_version: u16) {
     debug_assert_eq!(header.filters, filters.len() as u64);
-    let data: usize = filters.iter().map(|f| f.len()).sum();
-    let mut out = Vec::with_capacity(100 + 20 * filters.len() + data);
+    let start = out.len();
     out.push(TYPE_MODULE_2);
-    rdb::put_len(&mut out, MODULE_ID);
+    rdb::put_len(out, MODULE_ID);
     for field in [
         header.filters,
         header.buckets,
@@ -58,18 +98,25 @@ pub(crate) fn encode(header: &Header, filters: &[&[u8]], rdb_version: u16) -> Ve
         u64::from(header.max_iterations),
         u64::from(header.expansion),
     ] {
-        rdb::put_uint(&mut out, field);
+        rdb::put_uint(out, field);
     }
     let bucket_size = header.bucket_size.max(1) as usize;
     for filter in filters {
-        rdb::put_uint(&mut out, (filter.len() / bucket_size) as u64);
-        rdb::put_string(&mut out, filter);
+        rdb::put_uint(out, (filter.len() / bucket_size) as u64);
+        rdb::put_string(out, filter);
     }
-    rdb::put_len(&mut out, OPCODE_EOF);
-    out.extend_from_slice(&rdb_version.to_le_bytes());
-    let crc = crc64(0, &out);
-    out.extend_from_slice(&crc.to_le_bytes());
-    out
+    rdb::put_len(out, OPCODE_EOF);
+    out.extend_from_slice(&[0; FOOTER_LEN]);
+    set_version(&mut out[start..], rdb_version);
+}
+
+/// Rewrites the footer of a payload from [`encode`]: RDB version `rdb_version`, and the CRC
+/// over everything before the CRC.
+pub(crate) fn set_version(payload: &mut [u8], rdb_version: u16) {
+    let body = payload.len() - FOOTER_LEN;
+    payload[body..body + 2].copy_from_slice(&rdb_version.to_le_bytes());
+    let crc = crc64(0, &payload[..body + 2]);
+    payload[body + 2..].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// Reads a `DUMP` payload of a cuckoo filter.
@@ -229,7 +276,13 @@ mod tests {
         for version in MIN_RDB_VERSION..=MAX_RDB_VERSION {
             for _ in 0..100 {
                 let filter = random_filter(&mut rng);
-                assert_eq!(decode(&encode_raw(&filter, version)), Ok(filter));
+                let payload = encode_raw(&filter, version);
+                let lens: Vec<usize> = filter.filters.iter().map(Vec::len).collect();
+                assert_eq!(encoded_len(&filter.header, &lens), payload.len());
+                let mut other = encode_raw(&filter, MIN_RDB_VERSION + MAX_RDB_VERSION - version);
+                set_version(&mut other, version);
+                assert_eq!(other, payload);
+                assert_eq!(decode(&payload), Ok(filter));
             }
         }
     }
@@ -247,7 +300,10 @@ mod tests {
         };
         let mut filter = crate::redisbloom::testkit::filter_with(geometry, 2, &mut rng);
         filter.header.deletes = u64::MAX;
-        assert_eq!(decode(&encode_raw(&filter, 9)), Ok(filter));
+        let payload = encode_raw(&filter, 9);
+        let lens: Vec<usize> = filter.filters.iter().map(Vec::len).collect();
+        assert_eq!(encoded_len(&filter.header, &lens), payload.len());
+        assert_eq!(decode(&payload), Ok(filter));
     }
 
     /// Redis's DUMP compresses sub-filters: a 64-byte "abab…" sub-filter as LZF (literal "ab",
@@ -297,6 +353,41 @@ mod tests {
         let last = crc.len() - 1;
         crc[last] ^= 1;
         assert!(matches!(decode(&crc), Err(LoadError::Checksum { .. })));
+    }
+
+    /// Every single flipped bit of a payload is refused (the CRC-64 catches it), where the same
+    /// flip in a `SCANDUMP` data chunk, which has no checksum, often loads as another filter.
+    #[test]
+    fn every_single_bit_flip_of_a_payload_is_refused() {
+        let mut rng = Rng::seeded("every_single_bit_flip_of_a_payload_is_refused");
+        let (mut payload_flips, mut chunk_flips, mut chunks_loaded) = (0, 0, 0);
+        for _ in 0..20 {
+            let filter = random_filter(&mut rng);
+            let payload = encode_raw(&filter, 12);
+            for bit in 0..payload.len() * 8 {
+                let mut flipped = payload.clone();
+                flipped[bit / 8] ^= 1 << (bit % 8);
+                assert!(decode(&flipped).is_err(), "bit {bit} of {}", payload.len());
+                payload_flips += 1;
+            }
+            let slices = filter.filter_slices();
+            let dump = crate::redisbloom::chunks::scandump(&filter.header, &slices);
+            for (index, (_, chunk)) in dump.iter().enumerate().skip(1) {
+                for bit in 0..chunk.len() * 8 {
+                    let mut flipped = dump.clone();
+                    flipped[index].1[bit / 8] ^= 1 << (bit % 8);
+                    let chunks = flipped.iter().map(|(it, c)| (*it, c.as_slice()));
+                    chunks_loaded +=
+                        usize::from(crate::redisbloom::chunks::assemble(chunks).is_ok());
+                    chunk_flips += 1;
+                }
+            }
+        }
+        println!(
+            "payloads: 0 of {payload_flips} single-bit flips accepted; SCANDUMP data chunks: \
+             {chunks_loaded} of {chunk_flips} loaded as another filter"
+        );
+        assert!(payload_flips > 0);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -188,15 +188,72 @@ fn free_port() -> u16 {
         .expect("bind 127.0.0.1:0")
 }
 
+/// What a [`CuttingProxy`] does once the client has sent a given command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    /// Forward the command whole, then close both sides (the server sees a client that
+    /// vanished right after it).
+    Cut,
+    /// Forward it and everything after, but hold back every byte the server sends from then on
+    /// (a server that stalls: the client's read times out). See [`CuttingProxy::held`].
+    HoldReplies,
+    /// Hold the command and everything after it in the proxy, the connection to the server
+    /// kept open, until [`CuttingProxy::release`]; then forward it all (a hop that still
+    /// delivers a request after its client gave up).
+    HoldRequest,
+}
+
+/// A watched command: its name (upper case), which occurrence of it (1 = the first), and what
+/// then.
+type Watch = Option<(Vec<u8>, usize, Trigger)>;
+
 /// A TCP proxy to a server that drops the connection once a set number of bytes went from the
-/// client to the server (the server sees a client that vanished mid-command). One client.
+/// client to the server (the server sees a client that vanished mid-command), or acts once the
+/// client sent a given command ([`CuttingProxy::on_command`]). One client.
 pub struct CuttingProxy {
     pub port: u16,
     /// Bytes forwarded from the client so far.
     pub forwarded: Arc<AtomicUsize>,
     /// The cut: no byte past this many is forwarded (`usize::MAX` until set).
     pub limit: Arc<AtomicUsize>,
+    /// The command watched for.
+    command: Arc<Mutex<Watch>>,
+    /// Whether the command was seen (and the trigger acted).
+    pub triggered: Arc<AtomicBool>,
+    /// Server bytes held back after a [`Trigger::HoldReplies`].
+    held: Arc<Mutex<Vec<u8>>>,
+    /// Names of the whole commands seen while one is watched for (see [`CuttingProxy::record`]).
+    names: Arc<Mutex<Vec<Vec<u8>>>>,
+    /// Set by [`CuttingProxy::release`].
+    released: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
+}
+
+/// The length and name of the RESP command (an array of bulk strings) at the start of `buf`,
+/// or `None` while it is incomplete.
+fn command_at(buf: &[u8]) -> Option<(usize, &[u8])> {
+    fn line(buf: &[u8], at: usize) -> Option<(usize, usize)> {
+        let end = at + buf.get(at..)?.windows(2).position(|w| w == b"\r\n")?;
+        let n = std::str::from_utf8(&buf[at + 1..end]).ok()?.parse().ok()?;
+        Some((n, end + 2))
+    }
+    if buf.is_empty() {
+        return None;
+    }
+    assert_eq!(buf[0], b'*', "the proxy reads RESP arrays only");
+    let (args, mut at) = line(buf, 0)?;
+    let mut name: &[u8] = &[];
+    for i in 0..args {
+        let (len, start) = line(buf, at)?;
+        if buf.len() < start + len + 2 {
+            return None;
+        }
+        if i == 0 {
+            name = &buf[start..start + len];
+        }
+        at = start + len + 2;
+    }
+    Some((at, name))
 }
 
 impl CuttingProxy {
@@ -205,8 +262,15 @@ impl CuttingProxy {
         let port = listener.local_addr().unwrap().port();
         let forwarded = Arc::new(AtomicUsize::new(0));
         let limit = Arc::new(AtomicUsize::new(usize::MAX));
+        let command = Arc::new(Mutex::new(None::<(Vec<u8>, usize, Trigger)>));
+        let triggered = Arc::new(AtomicBool::new(false));
+        let held = Arc::new(Mutex::new(Vec::new()));
+        let names = Arc::new(Mutex::new(Vec::new()));
+        let released = Arc::new(AtomicBool::new(false));
         let stop = Arc::new(AtomicBool::new(false));
         let (fwd, lim, stopped) = (forwarded.clone(), limit.clone(), stop.clone());
+        let (cmd, trig, hold) = (command.clone(), triggered.clone(), held.clone());
+        let (names2, released2) = (names.clone(), released.clone());
         thread::spawn(move || {
             for client in listener.incoming() {
                 if stopped.load(Ordering::Relaxed) {
@@ -220,27 +284,94 @@ impl CuttingProxy {
                     (client.try_clone().unwrap(), server.try_clone().unwrap());
                 let (mut s_read, mut c_write) = (server, client);
                 let (fwd, lim) = (fwd.clone(), lim.clone());
-                // Server to client, as it comes.
-                thread::spawn(move || {
-                    let _ = std::io::copy(&mut s_read, &mut c_write);
-                    let _ = c_write.shutdown(Shutdown::Both);
-                });
-                // Client to server, up to `cut_after` bytes, then both sides closed.
+                let (cmd, trig) = (cmd.clone(), trig.clone());
+                let (names, released, stopped) =
+                    (names2.clone(), released2.clone(), stopped.clone());
+                let holding = Arc::new(AtomicBool::new(false));
+                let (hold, holding2) = (hold.clone(), holding.clone());
+                // Server to client, as it comes (or into `held` once holding).
                 thread::spawn(move || {
                     let mut buf = vec![0u8; 64 << 10];
                     loop {
+                        let n = match s_read.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        if holding2.load(Ordering::SeqCst) {
+                            hold.lock().unwrap().extend_from_slice(&buf[..n]);
+                        } else if c_write.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = c_write.shutdown(Shutdown::Both);
+                });
+                // Client to server: whole commands while one is watched for, up to the byte
+                // limit; then both sides closed.
+                thread::spawn(move || {
+                    let mut buf = vec![0u8; 64 << 10];
+                    let mut pending = Vec::new();
+                    let mut seen = 0usize;
+                    'conn: loop {
                         let n = match c_read.read(&mut buf) {
                             Ok(0) | Err(_) => break,
                             Ok(n) => n,
                         };
+                        pending.extend_from_slice(&buf[..n]);
+                        let watched = cmd.lock().unwrap().clone();
+                        let (mut end, mut cut, mut hold_from) = (pending.len(), false, None);
+                        if let Some((name, nth, action)) = watched {
+                            end = 0;
+                            while let Some((len, got)) = command_at(&pending[end..]) {
+                                names.lock().unwrap().push(got.to_ascii_uppercase());
+                                end += len;
+                                if got.eq_ignore_ascii_case(&name) {
+                                    seen += 1;
+                                    if seen == nth {
+                                        trig.store(true, Ordering::SeqCst);
+                                        match action {
+                                            Trigger::Cut => cut = true,
+                                            Trigger::HoldReplies => {
+                                                // Before the command reaches the server: its
+                                                // reply is held too.
+                                                holding.store(true, Ordering::SeqCst);
+                                                *cmd.lock().unwrap() = None;
+                                                end = pending.len();
+                                            }
+                                            Trigger::HoldRequest => {
+                                                *cmd.lock().unwrap() = None;
+                                                hold_from = Some(end - len);
+                                                end -= len;
+                                            }
+                                        }
+                                        break;
+                                    }
+                                }
+                            }
+                        }
                         let done = fwd.load(Ordering::Relaxed);
-                        let take = n.min(lim.load(Ordering::Relaxed).saturating_sub(done));
-                        if take > 0 && s_write.write_all(&buf[..take]).is_err() {
-                            break;
+                        let take = end.min(lim.load(Ordering::Relaxed).saturating_sub(done));
+                        if take > 0 && s_write.write_all(&pending[..take]).is_err() {
+                            break 'conn;
                         }
                         fwd.fetch_add(take, Ordering::Relaxed);
-                        if take < n {
+                        pending.drain(..take);
+                        if take < end || cut {
                             break;
+                        }
+                        if hold_from.is_some() {
+                            // Nothing more read from the client until released: it times out
+                            // and leaves, what it sent stays here.
+                            while !released.load(Ordering::SeqCst) {
+                                if stopped.load(Ordering::Relaxed) {
+                                    break 'conn;
+                                }
+                                thread::sleep(Duration::from_millis(5));
+                            }
+                            if s_write.write_all(&pending).is_err() {
+                                break 'conn;
+                            }
+                            fwd.fetch_add(pending.len(), Ordering::Relaxed);
+                            pending.clear();
                         }
                     }
                     let _ = s_write.shutdown(Shutdown::Both);
@@ -252,8 +383,34 @@ impl CuttingProxy {
             port,
             forwarded,
             limit,
+            command,
+            triggered,
+            held,
+            names,
+            released,
             stop,
         }
+    }
+
+    /// Records the names of the commands the client sends from now on (see
+    /// [`CuttingProxy::names`]), without acting on any.
+    pub fn record(&self) {
+        self.names.lock().unwrap().clear();
+        *self.command.lock().unwrap() = Some((b"\0none".to_vec(), usize::MAX, Trigger::Cut));
+    }
+
+    /// The names (upper case) of the commands recorded, in order.
+    pub fn names(&self) -> Vec<String> {
+        let names = self.names.lock().unwrap();
+        names
+            .iter()
+            .map(|n| String::from_utf8_lossy(n).into_owned())
+            .collect()
+    }
+
+    /// Forwards what a [`Trigger::HoldRequest`] held, and all after it.
+    pub fn release(&self) {
+        self.released.store(true, Ordering::SeqCst);
     }
 
     /// Cuts the connection `more` bytes from now.
@@ -262,8 +419,33 @@ impl CuttingProxy {
         self.limit.store(now + more, Ordering::Relaxed);
     }
 
+    /// Acts (`what`) once the client sent the `nth` (1 = first) command named `name`; until
+    /// then only whole commands are forwarded.
+    pub fn on_command(&self, name: &str, nth: usize, what: Trigger) {
+        *self.command.lock().unwrap() = Some((name.as_bytes().to_vec(), nth, what));
+    }
+
+    /// The server's bytes held back since a [`Trigger::HoldReplies`].
+    pub fn held(&self) -> Vec<u8> {
+        self.held.lock().unwrap().clone()
+    }
+
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
+    }
+}
+
+/// Waits until `admin`'s connection is the server's only client: every other one has been
+/// closed, so the server has run all it received from them.
+pub fn wait_until_alone(admin: &mut redis::Connection) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let list: String = redis::cmd("CLIENT").arg("LIST").query(admin).unwrap();
+        if list.lines().count() == 1 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "other clients stay:\n{list}");
+        thread::sleep(Duration::from_millis(20));
     }
 }
 
