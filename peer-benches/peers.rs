@@ -6,7 +6,7 @@
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use atomic_cuckoo::CuckooFilter;
+use atomic_cuckoo::{CuckooFilter, Layout};
 use parking_lot::{Mutex, RwLock};
 
 /// The false-positive rate every peer is built for, where the peer lets us choose.
@@ -47,9 +47,24 @@ impl<T: Shared> Solo for T {
 
 /// Ours, for `items` items at the target rate.
 pub fn ours(items: usize) -> CuckooFilter {
+    ours_in(items, Layout::Packed)
+}
+
+/// Ours in the compact layout.
+pub fn ours_compact(items: usize) -> CuckooFilter {
+    ours_in(items, Layout::Compact)
+}
+
+/// Ours in the one-word layout (the fastest).
+pub fn ours_one_word(items: usize) -> CuckooFilter {
+    ours_in(items, Layout::OneWord)
+}
+
+fn ours_in(items: usize, layout: Layout) -> CuckooFilter {
     CuckooFilter::builder()
         .capacity(items)
         .false_positive_rate(TARGET_RATE)
+        .layout(layout)
         .build()
         .unwrap()
 }

@@ -19,7 +19,9 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, SamplingM
 use parking_lot::Mutex;
 
 use atomic_cuckoo::CuckooFilter;
-use peer_benches::peers::{acf, bloom, classic, ours, scalable, timed_threads, Shared, Solo};
+use peer_benches::peers::{
+    acf, bloom, classic, ours, ours_compact, ours_one_word, scalable, timed_threads, Shared, Solo,
+};
 use peer_benches::{bench_threads, splitmix};
 /// Keys probed per lookup measurement (positive: the first inserted keys; negative: fresh keys).
 const MAX_PROBES: usize = 10_000_000;
@@ -360,6 +362,20 @@ fn all(c: &mut Criterion) {
             bench_remove(c, &size, "atomic-cuckoo", &mut filter);
         }
         bench_insert(c, &size, "atomic-cuckoo", ours);
+        // The other layouts: smaller (compact) and faster (one word per bucket).
+        for (name, build) in [
+            (
+                "atomic-cuckoo compact",
+                ours_compact as fn(usize) -> CuckooFilter,
+            ),
+            ("atomic-cuckoo one-word", ours_one_word),
+        ] {
+            let mut filter = build(size.items);
+            fill(&mut filter, &size.insert);
+            bench_lookups(c, &size, name, &filter);
+            drop(filter);
+            bench_insert(c, &size, name, build);
+        }
         bench_threaded_insert(c, &size, "atomic-cuckoo", ours, None);
         bench_threaded_insert(
             c,
