@@ -58,6 +58,8 @@ impl Span {
 /// How a bucket is read and written: the cases the hot paths specialise on, chosen per table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Access {
+    /// A bucket is one whole word (one-word buckets, and packed 16-bit ones): one load.
+    Word,
     /// Plain lanes in one part, never crossing a word boundary: one load, a shift, a mask.
     Within,
     /// Plain lanes in one part that may cross one boundary: two loads.
@@ -116,6 +118,9 @@ impl BucketLayout {
             Span::Two
         };
         let access = match (kind, two_parts, span) {
+            (LayoutKind::OneWord | LayoutKind::Packed, false, Span::One) if stride == 64 => {
+                Access::Word
+            }
             (LayoutKind::OneWord | LayoutKind::Packed, false, Span::One) => Access::Within,
             (LayoutKind::OneWord | LayoutKind::Packed, false, Span::Two) => Access::Straddling,
             _ => Access::General,
@@ -192,6 +197,12 @@ impl BucketLayout {
     #[inline(always)]
     pub(crate) const fn access(&self) -> Access {
         self.access
+    }
+
+    /// The bucket that is `word` ([`Access::Word`] only).
+    #[inline(always)]
+    pub(crate) const fn whole(&self, word: u64) -> Bucket {
+        Bucket { parts: [word, 0] }
     }
 
     /// The bucket at bit `shift` of `word` ([`Access::Within`] only).

@@ -39,18 +39,20 @@ fn misses_need_both_stripes(layout: &BucketLayout) -> bool {
 }
 
 /// [`Access`] as a const generic parameter of the specialised hot paths.
-const WITHIN: u8 = 0;
-const STRADDLING: u8 = 1;
-const GENERAL: u8 = 2;
+const WORD: u8 = 0;
+const WITHIN: u8 = 1;
+const STRADDLING: u8 = 2;
+const GENERAL: u8 = 3;
 
 const fn access_code(access: Access) -> u8 {
     match access {
+        Access::Word => WORD,
         Access::Within => WITHIN,
         Access::Straddling => STRADDLING,
         Access::General => GENERAL,
     }
 }
-use crate::sync::Ordering;
+use crate::sync::{AtomicU64, Ordering};
 
 pub(crate) use batch::{BATCH, PREFETCH_AHEAD};
 pub(crate) use read::Lookup;
@@ -324,6 +326,7 @@ impl Table {
     #[inline(always)]
     fn load(&self, bucket: usize, order: Ordering) -> Bucket {
         match self.layout.access() {
+            Access::Word => self.load_as::<WORD>(bucket, order),
             Access::Within => self.load_as::<WITHIN>(bucket, order),
             Access::Straddling => self.load_as::<STRADDLING>(bucket, order),
             Access::General => self.load_as::<GENERAL>(bucket, order),
@@ -335,19 +338,66 @@ impl Table {
     #[inline(always)]
     fn load_as<const A: u8>(&self, bucket: usize, order: Ordering) -> Bucket {
         debug_assert_eq!(A, access_code(self.layout.access()));
-        let (first, shift) = self.layout.locate(bucket);
-        let word = |k: usize| self.words[first + k].load(order);
+        let at = self.locate_as::<A>(bucket);
+        self.bucket_from::<A>(self.words_at::<A>(at, order), at.1)
+    }
+
+    /// Where `bucket` starts: its first word and the bit in it.
+    #[inline(always)]
+    fn locate_as<const A: u8>(&self, bucket: usize) -> (usize, u32) {
+        if A == WORD {
+            (bucket, 0)
+        } else {
+            self.layout.locate(bucket)
+        }
+    }
+
+    /// The words a bucket starting at `at` spans, with loads of `order` (those it does not
+    /// span read as 0).
+    #[inline(always)]
+    fn words_at<const A: u8>(&self, at: (usize, u32), order: Ordering) -> [u64; 3] {
+        Self::words_in::<A>(&self.words, self.layout.span(), at, order)
+    }
+
+    /// `words_at` in `words` (a lookup takes the slice once: its pointer and length stay in
+    /// registers across the loads).
+    #[inline(always)]
+    fn words_in<const A: u8>(
+        words: &[AtomicU64],
+        span: Span,
+        (first, _): (usize, u32),
+        order: Ordering,
+    ) -> [u64; 3] {
+        let word = |k: usize| words[first + k].load(order);
         match A {
-            WITHIN => self.layout.within(word(0), shift),
-            STRADDLING => self.layout.straddling(word(0), word(1), shift),
-            _ => {
-                let words = match self.layout.span() {
-                    Span::One => [word(0), 0, 0],
-                    Span::Two => [word(0), word(1), 0],
-                    Span::Three => [word(0), word(1), word(2)],
-                };
-                self.layout.bucket_at(words, shift)
-            }
+            WORD | WITHIN => [word(0), 0, 0],
+            STRADDLING => [word(0), word(1), 0],
+            _ => match span {
+                Span::One => [word(0), 0, 0],
+                Span::Two => [word(0), word(1), 0],
+                Span::Three => [word(0), word(1), word(2)],
+            },
+        }
+    }
+
+    /// Whether two reads of `words_at` saw the same words (only the words it loads count).
+    #[inline(always)]
+    fn same_words<const A: u8>(x: &[u64; 3], y: &[u64; 3]) -> bool {
+        match A {
+            WORD | WITHIN => x[0] == y[0],
+            STRADDLING => x[0] == y[0] && x[1] == y[1],
+            _ => x == y,
+        }
+    }
+
+    /// The bucket that `words_at` read, starting at bit `shift` of its first word.
+    #[inline(always)]
+    fn bucket_from<const A: u8>(&self, words: [u64; 3], shift: u32) -> Bucket {
+        match A {
+            WORD => self.layout.whole(words[0]),
+            WITHIN => self.layout.within(words[0], shift),
+            STRADDLING => self.layout.straddling(words[0], words[1], shift),
+            _ => self.layout.bucket_at(words, shift),
         }
     }
 
@@ -367,8 +417,13 @@ impl Table {
     /// load and a store cannot lose another's write.
     #[inline]
     fn store(&self, bucket: usize, old: &Bucket, new: &Bucket, order: Ordering) {
+        if self.layout.access() == Access::Word {
+            // The bucket is the whole word, and only its stripe's writers write it.
+            self.words[bucket].store(self.layout.code(new) as u64, order);
+            return;
+        }
         let (first, shift) = self.layout.locate(bucket);
-        if self.layout.span() == Span::One && self.layout.access() == Access::Within {
+        if self.layout.span() == Span::One {
             let word = &self.words[first];
             // Relaxed: the stripe's lock made the last writes of this word visible.
             let bits = word.load(Ordering::Relaxed);

@@ -1,8 +1,9 @@
 //! Lookups: wait-free, optimistic, validated against one stripe version.
 
-use super::{Table, GENERAL, STRADDLING, WITHIN};
+use super::{Table, GENERAL, STRADDLING, WITHIN, WORD};
 use crate::bucket_layout::{Access, Bucket};
 use crate::hashing::{ItemKey, Narrowed};
+use crate::stripe::Stripe;
 use crate::sync::{reader_pause, Ordering};
 
 /// The outcome of a lookup.
@@ -69,25 +70,23 @@ impl Table {
     /// versions of both stripes (odd while either is held).
     #[inline(always)]
     pub(super) fn read_begin(&self, a: usize, b: usize) -> u64 {
-        let in_a = self.stripes.of(a).read_begin();
-        if !self.misses_need_both {
-            return in_a;
-        }
-        both_versions(in_a, self.stripes.of(b).read_begin())
+        self.miss_check(a, b).begin()
     }
 
     /// Whether no writer touched the stripes `read_begin` read since it returned `begun` (see
     /// `Stripe::read_validate`: the bucket loads before this must be Acquire).
     #[inline(always)]
     pub(super) fn read_validate(&self, a: usize, b: usize, begun: u64) -> bool {
-        if !self.misses_need_both {
-            return self.stripes.of(a).read_validate(begun);
+        self.miss_check(a, b).validate(begun)
+    }
+
+    /// The stripes that prove a miss of a key's buckets `a` (its primary) and `b`.
+    #[inline(always)]
+    fn miss_check(&self, a: usize, b: usize) -> MissCheck<'_> {
+        MissCheck {
+            a: self.stripes.of(a),
+            b: self.misses_need_both.then(|| self.stripes.of(b)),
         }
-        let now = both_versions(
-            self.stripes.of(a).version_now(),
-            self.stripes.of(b).version_now(),
-        );
-        begun & 1 == 0 && now == begun
     }
 
     /// Both buckets: Acquire loads, `a` first.
@@ -145,6 +144,7 @@ impl Table {
         // The layout's access decides the code of the loads and tests: branch on it once, so
         // that the lookup runs code specialised for it.
         match self.layout.access() {
+            Access::Word => self.lookup_as::<WORD>(key),
             Access::Within => self.lookup_as::<WITHIN>(key),
             Access::Straddling => self.lookup_as::<STRADDLING>(key),
             Access::General => self.lookup_as::<GENERAL>(key),
@@ -156,13 +156,23 @@ impl Table {
     fn lookup_as<const A: u8>(&self, key: ItemKey) -> (Lookup, u32) {
         let (a, b) = self.buckets_of(key);
         let fp = key.fingerprint;
+        // Where each bucket starts, once for both reads below.
+        let (at_a, at_b) = (self.locate_as::<A>(a), self.locate_as::<A>(b));
+        let (words, span) = (&*self.words, self.layout.span());
         let load_pair = || {
             (
-                self.load_as::<A>(a, Ordering::Acquire),
-                self.load_as::<A>(b, Ordering::Acquire),
+                Self::words_in::<A>(words, span, at_a, Ordering::Acquire),
+                Self::words_in::<A>(words, span, at_b, Ordering::Acquire),
             )
         };
-        let holds_either = |(first, second): (Bucket, Bucket)| {
+        let buckets = |(in_a, in_b): ([u64; 3], [u64; 3])| {
+            (
+                self.bucket_from::<A>(in_a, at_a.1),
+                self.bucket_from::<A>(in_b, at_b.1),
+            )
+        };
+        let holds_either = |words| {
+            let (first, second) = buckets(words);
             // `|`, not `||`, as in `holds_either`.
             self.holds_as::<A>(&first, fp) | self.holds_as::<A>(&second, fp)
         };
@@ -174,16 +184,19 @@ impl Table {
             return (Lookup::Present, 0);
         }
         // The seqlock read: version, then the words again (cached now), then the version.
-        let begun = self.read_begin(a, b);
+        let check = self.miss_check(a, b);
+        let begun = check.begin();
         let now = load_pair();
         // Unchanged words cannot hold `fp` now either: skip the test.
-        if now != seen && holds_either(now) {
+        let unchanged =
+            Self::same_words::<A>(&now.0, &seen.0) && Self::same_words::<A>(&now.1, &seen.1);
+        if !unchanged && holds_either(now) {
             return (Lookup::Present, 0);
         }
-        if self.read_validate(a, b, begun) {
+        if check.validate(begun) {
             return (Lookup::Absent, 0);
         }
-        self.lookup_contended(a, b, fp, now)
+        self.lookup_contended(a, b, fp, buckets(now))
     }
 
     /// The rest of a lookup whose first validation failed: the re-read of `a`, then further
@@ -279,5 +292,34 @@ fn both_versions(a: u64, b: u64) -> u64 {
         1
     } else {
         a.wrapping_add(b)
+    }
+}
+
+/// The stripes whose versions prove a miss: `a`'s, and `b`'s too where buckets are rewritten
+/// whole across words (see `misses_need_both_stripes`).
+struct MissCheck<'t> {
+    a: &'t Stripe,
+    b: Option<&'t Stripe>,
+}
+
+impl MissCheck<'_> {
+    #[inline(always)]
+    fn begin(&self) -> u64 {
+        let in_a = self.a.read_begin();
+        match self.b {
+            None => in_a,
+            Some(b) => both_versions(in_a, b.read_begin()),
+        }
+    }
+
+    #[inline(always)]
+    fn validate(&self, begun: u64) -> bool {
+        match self.b {
+            None => self.a.read_validate(begun),
+            Some(b) => {
+                let now = both_versions(self.a.version_now(), b.version_now());
+                begun & 1 == 0 && now == begun
+            }
+        }
     }
 }
