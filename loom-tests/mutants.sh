@@ -14,10 +14,13 @@ cd "$(dirname "$0")/.."
 # fingerprint's pair, a compaction that erases from the newer sub-filter before it copies into
 # the older one, a slot write that loads and stores a word that other stripes' buckets share, a
 # lookup that takes the misses of its one pass over the sub-filters as proven); one for the
-# one-pass lookup over a grown filter's levels (misses taken as proven, model 14).
+# one-pass lookup over a grown filter's levels (misses taken as proven, model 14); two for packed
+# buckets (model 15: a stripe per bucket, so that writers of different stripes load and store one
+# word; a move's erase of a straddling lane that stores only its last word with Release).
 mutants=(no_version_check no_release_fence erase_before_copy fence_between_locks move_locks_one_stripe
     unnested_levels unique_trusts_unproven writer_ignores_freeze freeze_through_version
-    rb_no_path_locks rb_erase_before_copy rb_plain_store rb_unvalidated_miss levels_unvalidated_miss)
+    rb_no_path_locks rb_erase_before_copy rb_plain_store rb_unvalidated_miss levels_unvalidated_miss
+    words_shared_by_stripes erase_release_last_word_only)
 preemptions="${LOOM_MAX_PREEMPTIONS:-2}"
 survivors=()
 

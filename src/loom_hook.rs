@@ -7,6 +7,7 @@
 use std::hash::{BuildHasher, Hasher};
 
 use crate::bucket_layout::LayoutKind;
+use crate::builder::Layout;
 use crate::filter::CuckooFilter;
 use crate::levels::{GrowthPlan, Levels, WidthRule};
 use crate::redisbloom::RedisCuckooFilter;
@@ -86,6 +87,43 @@ pub fn tiny_filter_with_read_attempts(
         layout: LayoutKind::OneWord,
     };
     CuckooFilter::from_parts(Levels::new(table, plan, limits, false), PassThrough)
+}
+
+/// A filter like [`tiny_filter`] whose buckets have `layout` (packed and compact buckets hold
+/// four fingerprints, and may straddle words; see [`Layout`]).
+pub fn tiny_layout_filter(
+    layout: Layout,
+    buckets: usize,
+    stripes: usize,
+    bits: u32,
+) -> CuckooFilter<PassThrough> {
+    let kind = layout.kind();
+    let shape = TableShape::flat(kind, buckets, bits, stripes);
+    let limits = Limits {
+        path_nodes: 16,
+        path_depth: 4,
+        ..Limits::DEFAULT
+    };
+    let table = Table::new(shape, limits, false).expect("tiny table");
+    let plan = GrowthPlan {
+        factor: 0,
+        max_levels: 1,
+        base_capacity: 1,
+        width: WidthRule::Fixed(bits),
+        layout: kind,
+    };
+    CuckooFilter::from_parts(Levels::new(table, plan, limits, false), PassThrough)
+}
+
+/// The stripe (its index) that guards `bucket`: packed and compact tables give one stripe to
+/// each run of buckets that fills whole words.
+pub fn stripe_of(filter: &CuckooFilter<PassThrough>, bucket: usize) -> usize {
+    filter.levels_ref().first().stripe_index(bucket)
+}
+
+/// The word where `bucket` starts, and the word where it ends.
+pub fn words_of(filter: &CuckooFilter<PassThrough>, bucket: usize) -> (usize, usize) {
+    filter.levels_ref().first().bucket_words(bucket)
 }
 
 /// A filter like [`tiny_filter`] (4 buckets of two 32-bit fingerprints) that grows: its second

@@ -151,7 +151,7 @@ impl StripeSet {
 
     /// Stripe index of a bucket.
     #[inline]
-    fn index_of(&self, bucket: usize) -> usize {
+    pub(crate) fn index_of(&self, bucket: usize) -> usize {
         (bucket >> self.group_shift) & self.mask
     }
 

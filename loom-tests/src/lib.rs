@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub use atomic_cuckoo::loom_hook::{self as hook, Outcome, PassThrough};
 pub use atomic_cuckoo::redisbloom::RedisCuckooFilter;
 use atomic_cuckoo::CuckooFilter;
+pub use atomic_cuckoo::Layout;
 pub use loom::sync::Arc;
 
 /// The filter type of every model: items are their own hashes.
@@ -21,6 +22,8 @@ pub const BITS: u32 = 32;
 pub struct Table {
     pub filter: Filter,
     taken: Vec<u64>,
+    /// The largest fingerprint of the table's width.
+    max_fp: u64,
 }
 
 impl Table {
@@ -29,6 +32,7 @@ impl Table {
         Table {
             filter: hook::tiny_filter(buckets, stripes, BITS),
             taken: Vec::new(),
+            max_fp: (1 << BITS) - 1,
         }
     }
 
@@ -38,6 +42,17 @@ impl Table {
         Table {
             filter: hook::tiny_filter_with_read_attempts(buckets, stripes, BITS, read_attempts),
             taken: Vec::new(),
+            max_fp: (1 << BITS) - 1,
+        }
+    }
+
+    /// `buckets` buckets of `layout` (packed and compact: four lanes of `bits` bits, bit-packed,
+    /// so that buckets may straddle words), guarded by `stripes` stripes.
+    pub fn with_layout(layout: Layout, buckets: usize, stripes: usize, bits: u32) -> Self {
+        Table {
+            filter: hook::tiny_layout_filter(layout, buckets, stripes, bits),
+            taken: Vec::new(),
+            max_fp: (1 << bits) - 1,
         }
     }
 
@@ -46,13 +61,20 @@ impl Table {
         Table {
             filter: hook::tiny_growing_filter(stripes),
             taken: Vec::new(),
+            max_fp: (1 << BITS) - 1,
         }
     }
 
     /// A fingerprint not used yet whose alternate bucket from `bucket` is `partner`. The search
     /// is deterministic, so every interleaving starts from the same table.
     pub fn fingerprint(&mut self, bucket: usize, partner: usize) -> u64 {
-        let fp = (1u64..)
+        self.fingerprint_from(bucket, partner, 1)
+    }
+
+    /// Like [`Table::fingerprint`], the least one from `min` up (compact buckets sort their
+    /// lanes by their top bits: models choose them so that a write reorders the lanes).
+    pub fn fingerprint_from(&mut self, bucket: usize, partner: usize, min: u64) -> u64 {
+        let fp = (min..=self.max_fp)
             .find(|fp| {
                 !self.taken.contains(fp) && hook::alternate(&self.filter, bucket, *fp) == partner
             })

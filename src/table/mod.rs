@@ -435,6 +435,15 @@ impl Table {
         for (k, &mask) in masks.iter().enumerate().take(self.layout.span().words()) {
             if mask != 0 {
                 let word = &self.words[first + k];
+                // Mutant `erase_release_last_word_only`: only the last word changed gets
+                // `order`, as if one Release store at the end published the whole bucket.
+                let order = if cfg!(loom_mutant = "erase_release_last_word_only")
+                    && masks[k + 1..].iter().any(|&m| m != 0)
+                {
+                    Ordering::Relaxed
+                } else {
+                    order
+                };
                 // Relaxed: as above.
                 word.store(word.load(Ordering::Relaxed) ^ mask, order);
             }
@@ -463,6 +472,20 @@ impl Table {
         self.store(bucket, &old, &new, Ordering::Relaxed);
         guard.add_items(1);
         true
+    }
+
+    /// The index of the stripe that guards `bucket` (a loom model checks its setup with it).
+    #[cfg(loom)]
+    pub(crate) fn stripe_index(&self, bucket: usize) -> usize {
+        self.stripes.index_of(bucket)
+    }
+
+    /// The first and last word holding bits of `bucket` (a loom model checks its setup with it).
+    #[cfg(loom)]
+    pub(crate) fn bucket_words(&self, bucket: usize) -> (usize, usize) {
+        let stride = self.layout.stride() as usize;
+        let first_bit = bucket * stride;
+        (first_bit / 64, (first_bit + stride - 1) / 64)
     }
 
     /// How many lanes of `bucket` hold `fp` right now (a loom model's view of the table).
