@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 mutants=(no_version_check no_release_fence erase_before_copy fence_between_locks move_locks_one_stripe
     unnested_levels unique_trusts_unproven writer_ignores_freeze freeze_through_version
     rb_no_path_locks rb_erase_before_copy rb_plain_store rb_unvalidated_miss levels_unvalidated_miss
-    words_shared_by_stripes erase_release_last_word_only)
+    words_shared_by_stripes erase_release_last_word_only compact_one_stripe_miss)
 preemptions="${LOOM_MAX_PREEMPTIONS:-2}"
 survivors=()
 
