@@ -103,14 +103,15 @@ pub(crate) fn is_valid(f: u32, code: u128) -> bool {
     code >> encoded_bits(f) == 0 && (code as u32 & ((1 << INDEX_BITS) - 1)) < MULTISETS
 }
 
-/// Whether some lane's low part equals `fp`'s, by SWAR over the two pairs of `w`-bit low parts
-/// (the trick of `bucket_word::WordLayout::zero_lanes`). It reads no table, and a random miss
-/// passes it with probability about `4 / 2^w`, so most lookups of absent items stop here.
+/// The lanes whose low part equals `fp`'s, as bit `4k` for lane `k` (0 when none), by SWAR
+/// over the two pairs of `w`-bit low parts (the trick of `bucket_word::WordLayout::zero_lanes`).
+/// It reads no table, and a random miss finds no lane with probability about `1 - 4 / 2^w`, so
+/// most lookups of absent items stop at its first test.
 #[inline]
-fn low_part_matches(f: u32, code: u128, fp: u32) -> bool {
+fn low_part_lanes(f: u32, code: u128, fp: u32) -> u32 {
     let w = f - 4;
     if w == 0 {
-        return true;
+        return 0x1111;
     }
     let mask = u64::from(low_mask(f));
     let ones = 1 | 1 << w;
@@ -121,7 +122,33 @@ fn low_part_matches(f: u32, code: u128, fp: u32) -> bool {
     // when one of them is set, and never out of the lane; bits above the pair are masked off.
     let zero_lanes = |x: u64| !(((x & below_highs) + below_highs) | x | below_highs) & highs;
     let [pair0, pair1] = low_pairs(f, code);
-    zero_lanes(pair0 ^ pattern) | zero_lanes(pair1 ^ pattern) != 0
+    let (z0, z1) = (zero_lanes(pair0 ^ pattern), zero_lanes(pair1 ^ pattern));
+    if z0 | z1 == 0 {
+        return 0;
+    }
+    // A pair's high bits sit at bits w - 1 and 2w - 1: move them to bits 0 and 4 (8 and 12).
+    let spread = |z: u64| {
+        let z = z >> (w - 1);
+        (z & 1) as u32 | (((z >> w) & 1) as u32) << 4
+    };
+    spread(z0) | spread(z1) << 8
+}
+
+/// The lanes of `code` that hold `fp`, as bit `4k` for lane `k`: those whose low part and
+/// whose nibble both equal `fp`'s, without decoding the lanes.
+#[inline]
+fn matching_lanes(f: u32, code: u128, fp: u32) -> u32 {
+    let low = low_part_lanes(f, code, fp);
+    if low == 0 {
+        return 0;
+    }
+    let nibbles = u32::from(NIBBLES[code as usize & ((1 << INDEX_BITS) - 1)]);
+    // A nibble of `differ` is zero where the lane's nibble is `fp`'s; OR-folding each nibble
+    // into its lowest bit leaves that bit clear exactly there.
+    let differ = nibbles ^ ((fp >> (f - 4)) * 0x1111);
+    let folded = differ | differ >> 1;
+    let folded = folded | folded >> 2;
+    low & !folded & 0x1111
 }
 
 /// The low parts of lanes 0 and 1, and of lanes 2 and 3, at the bottom of two words (2 * 28 bits
@@ -138,16 +165,13 @@ fn low_pairs(f: u32, code: u128) -> [u64; 2] {
 /// Whether a lane of `code` holds `fp` (a fingerprint, `1..2^f`).
 #[inline]
 pub(crate) fn contains(f: u32, code: u128, fp: u32) -> bool {
-    low_part_matches(f, code, fp) && decode(f, code).contains(&fp)
+    matching_lanes(f, code, fp) != 0
 }
 
 /// How many lanes of `code` hold `fp` (a fingerprint, `1..2^f`).
 #[inline]
 pub(crate) fn count(f: u32, code: u128, fp: u32) -> u32 {
-    if !low_part_matches(f, code, fp) {
-        return 0;
-    }
-    decode(f, code).iter().filter(|&&v| v == fp).count() as u32
+    matching_lanes(f, code, fp).count_ones()
 }
 
 /// How many lanes of `code` are occupied (non-zero).

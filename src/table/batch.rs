@@ -4,8 +4,8 @@
 //! instruction would wait for earlier loads, not for prefetches). Per item, the protocol is
 //! exactly that of `lookup` and `insert`.
 
-use super::{Lookup, Table};
-use crate::bucket_layout::Bucket;
+use super::{Lookup, Table, GENERAL, STRADDLING, WITHIN, WORD};
+use crate::bucket_layout::{Access, Bucket};
 use crate::hashing::ItemKey;
 use crate::sync::Ordering;
 
@@ -23,6 +23,17 @@ pub(crate) const PREFETCH_AHEAD: usize = 12;
 impl Table {
     /// Looks up at most `BATCH` keys; `out[i]` gets the answer for `keys[i]`.
     pub(crate) fn lookup_batch(&self, keys: &[ItemKey], out: &mut [Lookup]) {
+        // Branch on the layout's access once a batch, as `lookup_traced` does once a lookup.
+        match self.layout.access() {
+            Access::Word => self.lookup_batch_as::<WORD>(keys, out),
+            Access::Within => self.lookup_batch_as::<WITHIN>(keys, out),
+            Access::Straddling => self.lookup_batch_as::<STRADDLING>(keys, out),
+            Access::General => self.lookup_batch_as::<GENERAL>(keys, out),
+        }
+    }
+
+    /// `lookup_batch` for a table whose layout's access is `A`.
+    fn lookup_batch_as<const A: u8>(&self, keys: &[ItemKey], out: &mut [Lookup]) {
         debug_assert!(keys.len() <= BATCH && out.len() == keys.len());
         let mut buckets = [(0usize, 0usize); BATCH];
         let mut begun = [0u64; BATCH];
@@ -36,8 +47,8 @@ impl Table {
             let (a, b) = buckets[i];
             begun[i] = self.read_begin(a, b);
             words[i] = (
-                self.load(a, Ordering::Acquire),
-                self.load(b, Ordering::Acquire),
+                self.load_as::<A>(a, Ordering::Acquire),
+                self.load_as::<A>(b, Ordering::Acquire),
             );
         }
         // Phase 2: answers, exactly as `lookup` gives them: a hit needs no validation; a miss
@@ -47,7 +58,7 @@ impl Table {
             let (a, b) = buckets[i];
             let fp = key.fingerprint;
             let (first, second) = &words[i];
-            out[i] = if self.layout.holds(first, fp) | self.layout.holds(second, fp) {
+            out[i] = if self.holds_as::<A>(first, fp) | self.holds_as::<A>(second, fp) {
                 Lookup::Present
             } else if self.read_validate(a, b, begun[i]) {
                 Lookup::Absent
