@@ -477,16 +477,7 @@ mod tests {
         LayoutKind::SemiSorted,
     ];
 
-    struct SplitMix(u64);
-    impl SplitMix {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
-    }
+    use crate::test_rng::SplitMix;
 
     /// A plain bit array model: reads and writes `len` bits at `at`, one bit at a time.
     fn get_bits(words: &[u64], at: u64, len: u32) -> u128 {

@@ -211,16 +211,7 @@ mod tests {
             .fold(0, |w, (&v, s)| w | (v << s))
     }
 
-    struct SplitMix(u64);
-    impl SplitMix {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
-    }
+    use crate::test_rng::SplitMix;
 
     #[test]
     fn layout_geometry_for_every_width() {

@@ -35,6 +35,8 @@ mod semi_sorted;
 mod stripe;
 mod sync;
 mod table;
+#[cfg(test)]
+mod test_rng;
 
 pub use builder::{Builder, Layout, DEFAULT_CAPACITY, DEFAULT_MAX_LEVELS};
 pub use error::{BuildError, InsertError, InsertManyError};

@@ -208,16 +208,7 @@ pub(crate) fn with_removed(f: u32, code: u128, fp: u32) -> Option<u128> {
 mod tests {
     use super::*;
 
-    struct SplitMix(u64);
-    impl SplitMix {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
-    }
+    use crate::test_rng::SplitMix;
 
     fn sorted(mut lanes: [u32; 4]) -> [u32; 4] {
         lanes.sort_unstable();
