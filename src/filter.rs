@@ -84,7 +84,7 @@ pub struct CuckooFilter<S = DefaultHashBuilder> {
 }
 
 impl CuckooFilter {
-    /// A filter for `items` items at the default false-positive rate (1 %, which gives 12-bit
+    /// A filter for `items` items at the default false-positive rate (1 %, which gives 10-bit
     /// fingerprints) with the default hasher. `with_capacity(0)` gives the smallest filter.
     ///
     /// # Panics
