@@ -64,7 +64,9 @@ pub(crate) enum Access {
     Within,
     /// Plain lanes in one part that may cross one boundary: two loads.
     Straddling,
-    /// Two parts, or semi-sorted lanes: the general path.
+    /// Semi-sorted buckets of at most 64 bits: one or two loads, the code tested as a `u64`.
+    Sorted64,
+    /// Two parts, or wider semi-sorted buckets: the general path.
     General,
 }
 
@@ -123,6 +125,7 @@ impl BucketLayout {
             }
             (LayoutKind::OneWord | LayoutKind::Packed, false, Span::One) => Access::Within,
             (LayoutKind::OneWord | LayoutKind::Packed, false, Span::Two) => Access::Straddling,
+            (LayoutKind::SemiSorted, _, Span::One | Span::Two) => Access::Sorted64,
             _ => Access::General,
         };
         let stride_mask = if stride >= 64 {
@@ -222,6 +225,12 @@ impl BucketLayout {
         Bucket {
             parts: [bits & self.stride_mask, 0],
         }
+    }
+
+    /// Whether a semi-sorted bucket of at most 64 bits ([`Access::Sorted64`]) holds `fp`.
+    #[inline(always)]
+    pub(crate) fn holds_sorted64(&self, bucket: &Bucket, fp: u64) -> bool {
+        semi_sorted::contains_narrow(self.bits(), bucket.parts[0], fp as u32)
     }
 
     /// Whether a one-part bucket ([`Access::Within`] or [`Access::Straddling`]) holds `fp`.

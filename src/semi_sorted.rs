@@ -108,7 +108,7 @@ pub(crate) fn is_valid(f: u32, code: u128) -> bool {
 /// It reads no table, and a random miss finds no lane with probability about `1 - 4 / 2^w`, so
 /// most lookups of absent items stop at its first test.
 #[inline]
-fn low_part_lanes(f: u32, code: u128, fp: u32) -> u32 {
+fn low_part_lanes(f: u32, [pair0, pair1]: [u64; 2], fp: u32) -> u32 {
     let w = f - 4;
     if w == 0 {
         return 0x1111;
@@ -121,7 +121,6 @@ fn low_part_lanes(f: u32, code: u128, fp: u32) -> u32 {
     // Per lane, adding the bits below the high bit to all-ones carries into the high bit exactly
     // when one of them is set, and never out of the lane; bits above the pair are masked off.
     let zero_lanes = |x: u64| !(((x & below_highs) + below_highs) | x | below_highs) & highs;
-    let [pair0, pair1] = low_pairs(f, code);
     let (z0, z1) = (zero_lanes(pair0 ^ pattern), zero_lanes(pair1 ^ pattern));
     if z0 | z1 == 0 {
         return 0;
@@ -138,11 +137,17 @@ fn low_part_lanes(f: u32, code: u128, fp: u32) -> u32 {
 /// whose nibble both equal `fp`'s, without decoding the lanes.
 #[inline]
 fn matching_lanes(f: u32, code: u128, fp: u32) -> u32 {
-    let low = low_part_lanes(f, code, fp);
+    lanes_matching(f, code as usize, low_pairs(f, code), fp)
+}
+
+/// `matching_lanes` from the code's low bits (its index) and its low pairs (`low_pairs`).
+#[inline]
+fn lanes_matching(f: u32, low_bits: usize, pairs: [u64; 2], fp: u32) -> u32 {
+    let low = low_part_lanes(f, pairs, fp);
     if low == 0 {
         return 0;
     }
-    let nibbles = u32::from(NIBBLES[code as usize & ((1 << INDEX_BITS) - 1)]);
+    let nibbles = u32::from(NIBBLES[low_bits & ((1 << INDEX_BITS) - 1)]);
     // A nibble of `differ` is zero where the lane's nibble is `fp`'s; OR-folding each nibble
     // into its lowest bit leaves that bit clear exactly there.
     let differ = nibbles ^ ((fp >> (f - 4)) * 0x1111);
@@ -166,6 +171,15 @@ fn low_pairs(f: u32, code: u128) -> [u64; 2] {
 #[inline]
 pub(crate) fn contains(f: u32, code: u128, fp: u32) -> bool {
     matching_lanes(f, code, fp) != 0
+}
+
+/// `contains` for a code that fits a `u64` (`f` at most 17): only `u64` shifts.
+#[inline]
+pub(crate) fn contains_narrow(f: u32, code: u64, fp: u32) -> bool {
+    debug_assert!(encoded_bits(f) <= 64);
+    let w = f - 4;
+    let pairs = [code >> INDEX_BITS, code >> (INDEX_BITS + 2 * w)];
+    lanes_matching(f, code as usize, pairs, fp) != 0
 }
 
 /// How many lanes of `code` hold `fp` (a fingerprint, `1..2^f`).

@@ -4,7 +4,7 @@
 //! instruction would wait for earlier loads, not for prefetches). Per item, the protocol is
 //! exactly that of `lookup` and `insert`.
 
-use super::{Lookup, Table, GENERAL, STRADDLING, WITHIN, WORD};
+use super::{Lookup, Table, GENERAL, SORTED64, STRADDLING, WITHIN, WORD};
 use crate::bucket_layout::{Access, Bucket};
 use crate::hashing::ItemKey;
 use crate::sync::Ordering;
@@ -28,6 +28,7 @@ impl Table {
             Access::Word => self.lookup_batch_as::<WORD>(keys, out),
             Access::Within => self.lookup_batch_as::<WITHIN>(keys, out),
             Access::Straddling => self.lookup_batch_as::<STRADDLING>(keys, out),
+            Access::Sorted64 => self.lookup_batch_as::<SORTED64>(keys, out),
             Access::General => self.lookup_batch_as::<GENERAL>(keys, out),
         }
     }

@@ -45,13 +45,15 @@ fn misses_need_both_stripes(layout: &BucketLayout) -> bool {
 const WORD: u8 = 0;
 const WITHIN: u8 = 1;
 const STRADDLING: u8 = 2;
-const GENERAL: u8 = 3;
+const SORTED64: u8 = 3;
+const GENERAL: u8 = 4;
 
 const fn access_code(access: Access) -> u8 {
     match access {
         Access::Word => WORD,
         Access::Within => WITHIN,
         Access::Straddling => STRADDLING,
+        Access::Sorted64 => SORTED64,
         Access::General => GENERAL,
     }
 }
@@ -332,6 +334,7 @@ impl Table {
             Access::Word => self.load_as::<WORD>(bucket, order),
             Access::Within => self.load_as::<WITHIN>(bucket, order),
             Access::Straddling => self.load_as::<STRADDLING>(bucket, order),
+            Access::Sorted64 => self.load_as::<SORTED64>(bucket, order),
             Access::General => self.load_as::<GENERAL>(bucket, order),
         }
     }
@@ -375,6 +378,9 @@ impl Table {
         match A {
             WORD | WITHIN => [word(0), 0, 0],
             STRADDLING => [word(0), word(1), 0],
+            // A span of one word has no padding word to read past the last bucket.
+            SORTED64 if span == Span::One => [word(0), 0, 0],
+            SORTED64 => [word(0), word(1), 0],
             _ => match span {
                 Span::One => [word(0), 0, 0],
                 Span::Two => [word(0), word(1), 0],
@@ -388,7 +394,7 @@ impl Table {
     fn same_words<const A: u8>(x: &[u64; 3], y: &[u64; 3]) -> bool {
         match A {
             WORD | WITHIN => x[0] == y[0],
-            STRADDLING => x[0] == y[0] && x[1] == y[1],
+            STRADDLING | SORTED64 => x[0] == y[0] && x[1] == y[1],
             _ => x == y,
         }
     }
@@ -399,7 +405,9 @@ impl Table {
         match A {
             WORD => self.layout.whole(words[0]),
             WITHIN => self.layout.within(words[0], shift),
-            STRADDLING => self.layout.straddling(words[0], words[1], shift),
+            // The code's bits, as `Bucket` holds a semi-sorted bucket (a span of one word reads
+            // its second word as 0, which the stride's mask drops).
+            STRADDLING | SORTED64 => self.layout.straddling(words[0], words[1], shift),
             _ => self.layout.bucket_at(words, shift),
         }
     }
@@ -407,10 +415,10 @@ impl Table {
     /// `layout.holds` for a table whose layout's access is `A`.
     #[inline(always)]
     fn holds_as<const A: u8>(&self, bucket: &Bucket, fp: u64) -> bool {
-        if A == GENERAL {
-            self.layout.holds(bucket, fp)
-        } else {
-            self.layout.holds_one_part(bucket, fp)
+        match A {
+            GENERAL => self.layout.holds(bucket, fp),
+            SORTED64 => self.layout.holds_sorted64(bucket, fp),
+            _ => self.layout.holds_one_part(bucket, fp),
         }
     }
 

@@ -1,6 +1,6 @@
 //! Lookups: wait-free, optimistic, validated against one stripe version.
 
-use super::{Table, GENERAL, STRADDLING, WITHIN, WORD};
+use super::{Table, GENERAL, SORTED64, STRADDLING, WITHIN, WORD};
 use crate::bucket_layout::{Access, Bucket};
 use crate::hashing::{ItemKey, Narrowed};
 use crate::stripe::Stripe;
@@ -147,6 +147,7 @@ impl Table {
             Access::Word => self.lookup_as::<WORD>(key),
             Access::Within => self.lookup_as::<WITHIN>(key),
             Access::Straddling => self.lookup_as::<STRADDLING>(key),
+            Access::Sorted64 => self.lookup_as::<SORTED64>(key),
             Access::General => self.lookup_as::<GENERAL>(key),
         }
     }
