@@ -71,22 +71,7 @@ pub fn tiny_filter_with_read_attempts(
     read_attempts: u32,
 ) -> CuckooFilter<PassThrough> {
     assert!(read_attempts >= 1);
-    let shape = TableShape::flat(LayoutKind::OneWord, buckets, bits, stripes);
-    let limits = Limits {
-        path_nodes: 16,
-        path_depth: 4,
-        read_attempts,
-        ..Limits::DEFAULT
-    };
-    let table = Table::new(shape, limits, false).expect("tiny table");
-    let plan = GrowthPlan {
-        factor: 0,
-        max_levels: 1,
-        base_capacity: 1,
-        width: WidthRule::Fixed(bits),
-        layout: LayoutKind::OneWord,
-    };
-    CuckooFilter::from_parts(Levels::new(table, plan, limits, false), PassThrough)
+    tiny_fixed_filter(LayoutKind::OneWord, buckets, stripes, bits, read_attempts)
 }
 
 /// A filter like [`tiny_filter`] whose buckets have `layout` (packed and compact buckets hold
@@ -97,11 +82,23 @@ pub fn tiny_layout_filter(
     stripes: usize,
     bits: u32,
 ) -> CuckooFilter<PassThrough> {
-    let kind = layout.kind();
+    let read_attempts = Limits::DEFAULT.read_attempts;
+    tiny_fixed_filter(layout.kind(), buckets, stripes, bits, read_attempts)
+}
+
+/// One level of `buckets` buckets of `kind`, no growth, tiny search limits.
+fn tiny_fixed_filter(
+    kind: LayoutKind,
+    buckets: usize,
+    stripes: usize,
+    bits: u32,
+    read_attempts: u32,
+) -> CuckooFilter<PassThrough> {
     let shape = TableShape::flat(kind, buckets, bits, stripes);
     let limits = Limits {
         path_nodes: 16,
         path_depth: 4,
+        read_attempts,
         ..Limits::DEFAULT
     };
     let table = Table::new(shape, limits, false).expect("tiny table");
