@@ -77,6 +77,20 @@ pub(crate) struct Bucket {
     parts: [u64; 2],
 }
 
+impl Bucket {
+    /// A one-part bucket (see [`BucketLayout::part`]) whose lanes are `lanes`.
+    #[inline(always)]
+    pub(crate) const fn of_lanes(lanes: u64) -> Bucket {
+        Bucket { parts: [lanes, 0] }
+    }
+
+    /// The lanes of a one-part bucket.
+    #[inline(always)]
+    pub(crate) const fn lanes(&self) -> u64 {
+        self.parts[0]
+    }
+}
+
 /// The geometry of one layout at one fingerprint width.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct BucketLayout {
@@ -144,6 +158,13 @@ impl BucketLayout {
         })
     }
 
+    /// The lanes of a one-part bucket ([`Access::Word`], [`Access::Within`] and
+    /// [`Access::Straddling`]: `parts[0]` holds every lane), for paths specialised to them.
+    #[inline(always)]
+    pub(crate) const fn part(&self) -> &WordLayout {
+        &self.part
+    }
+
     pub(crate) const fn kind(&self) -> LayoutKind {
         self.kind
     }
@@ -163,6 +184,7 @@ impl BucketLayout {
         }
     }
 
+    #[inline(always)]
     fn is_sorted(&self) -> bool {
         self.kind == LayoutKind::SemiSorted
     }
@@ -177,6 +199,42 @@ impl BucketLayout {
     #[inline]
     fn sorted_lanes(&self, bucket: &Bucket) -> [u32; 4] {
         semi_sorted::decode(self.bits(), Self::sorted_code(bucket))
+    }
+
+    // The semi-sorted halves of the lane operations below, out of line: a table's layout never
+    // changes, so the branch to them is predicted, and the plain layouts' halves stay small
+    // enough to inline into the insert, remove and search loops.
+
+    #[inline(never)]
+    fn sorted_count(&self, bucket: &Bucket, fp: u64) -> u32 {
+        semi_sorted::count(self.bits(), Self::sorted_code(bucket), fp as u32)
+    }
+
+    #[inline(never)]
+    fn sorted_occupied(&self, bucket: &Bucket) -> u32 {
+        semi_sorted::occupied(self.bits(), Self::sorted_code(bucket))
+    }
+
+    /// The position of the lowest lane holding `value` (0: the lowest empty lane); a
+    /// semi-sorted lane's position is its index in the ascending lanes.
+    #[inline(never)]
+    fn sorted_position(&self, bucket: &Bucket, value: u64) -> Option<u32> {
+        self.sorted_lanes(bucket)
+            .iter()
+            .position(|&v| u64::from(v) == value)
+            .map(|k| k as u32)
+    }
+
+    #[inline(never)]
+    fn sorted_lane(&self, bucket: &Bucket, position: u32) -> u64 {
+        u64::from(self.sorted_lanes(bucket)[position as usize])
+    }
+
+    #[inline(never)]
+    fn sorted_with_lane(&self, bucket: &Bucket, position: u32, fp: u64) -> Bucket {
+        let mut lanes = self.sorted_lanes(bucket);
+        lanes[position as usize] = fp as u32;
+        self.bucket_of_sorted_lanes(lanes)
     }
 
     fn bucket_of_sorted_lanes(&self, lanes: [u32; 4]) -> Bucket {
@@ -384,19 +442,19 @@ impl BucketLayout {
     }
 
     /// How many lanes of `bucket` hold `fp`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn count(&self, bucket: &Bucket, fp: u64) -> u32 {
         if self.is_sorted() {
-            return semi_sorted::count(self.bits(), Self::sorted_code(bucket), fp as u32);
+            return self.sorted_count(bucket, fp);
         }
         self.part.count(bucket.parts[0], fp) + self.part.count(bucket.parts[1], fp)
     }
 
     /// How many lanes of `bucket` are occupied.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn occupied(&self, bucket: &Bucket) -> u32 {
         if self.is_sorted() {
-            return semi_sorted::occupied(self.bits(), Self::sorted_code(bucket));
+            return self.sorted_occupied(bucket);
         }
         let second = if self.two_parts {
             self.part.occupied(bucket.parts[1])
@@ -407,15 +465,10 @@ impl BucketLayout {
     }
 
     /// The position of the lowest empty lane of `bucket`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn first_empty(&self, bucket: &Bucket) -> Option<u32> {
         if self.is_sorted() {
-            // A semi-sorted lane's position is its index in the ascending lanes.
-            return self
-                .sorted_lanes(bucket)
-                .iter()
-                .position(|&v| v == 0)
-                .map(|k| k as u32);
+            return self.sorted_position(bucket, 0);
         }
         match self.part.first_empty(bucket.parts[0]) {
             Some(shift) => Some(shift),
@@ -425,14 +478,10 @@ impl BucketLayout {
     }
 
     /// The position of the lowest lane of `bucket` that holds `fp`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn first_match(&self, bucket: &Bucket, fp: u64) -> Option<u32> {
         if self.is_sorted() {
-            let lanes = self.sorted_lanes(bucket);
-            return lanes
-                .iter()
-                .position(|&v| u64::from(v) == fp)
-                .map(|k| k as u32);
+            return self.sorted_position(bucket, fp);
         }
         let [low, high] = bucket.parts.map(|p| self.part.matching_lanes(p, fp));
         match self.part.lowest_lane(low) {
@@ -442,22 +491,20 @@ impl BucketLayout {
     }
 
     /// The fingerprint in the lane at `position` (0 when empty).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn lane(&self, bucket: &Bucket, position: u32) -> u64 {
         if self.is_sorted() {
-            return u64::from(self.sorted_lanes(bucket)[position as usize]);
+            return self.sorted_lane(bucket, position);
         }
         self.part
             .lane(bucket.parts[(position >> 6) as usize], position & 63)
     }
 
     /// `bucket` with the lane at `position` set to `fp` (0 empties it).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn with_lane(&self, bucket: Bucket, position: u32, fp: u64) -> Bucket {
         if self.is_sorted() {
-            let mut lanes = self.sorted_lanes(&bucket);
-            lanes[position as usize] = fp as u32;
-            return self.bucket_of_sorted_lanes(lanes);
+            return self.sorted_with_lane(&bucket, position, fp);
         }
         let mut parts = bucket.parts;
         let part = &mut parts[(position >> 6) as usize];

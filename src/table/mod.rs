@@ -48,6 +48,12 @@ const STRADDLING: u8 = 2;
 const SORTED64: u8 = 3;
 const GENERAL: u8 = 4;
 
+/// Whether a bucket of access `A` is one part of plain lanes (`Bucket::lanes`): the
+/// accesses whose write paths use `WordLayout`'s operations directly.
+const fn is_one_part(access: u8) -> bool {
+    matches!(access, WORD | WITHIN | STRADDLING)
+}
+
 const fn access_code(access: Access) -> u8 {
     match access {
         Access::Word => WORD,
@@ -422,28 +428,102 @@ impl Table {
         }
     }
 
-    /// Turns `bucket`, which holds `old`, into `new`, with stores of `order`. The caller holds
-    /// the bucket's stripe, and every word holding bits of the bucket belongs to that stripe
-    /// alone (`BucketLayout::word_group_shift`), so no other writer changes these words: a
-    /// load and a store cannot lose another's write.
-    #[inline]
+    /// `layout.occupied` for a table whose layout's access is `A`.
+    #[inline(always)]
+    fn occupied_as<const A: u8>(&self, bucket: &Bucket) -> u32 {
+        if is_one_part(A) {
+            self.layout.part().occupied(bucket.lanes())
+        } else {
+            self.layout.occupied(bucket)
+        }
+    }
+
+    /// `layout.first_empty` for a table whose layout's access is `A`.
+    #[inline(always)]
+    fn first_empty_as<const A: u8>(&self, bucket: &Bucket) -> Option<u32> {
+        if is_one_part(A) {
+            self.layout.part().first_empty(bucket.lanes())
+        } else {
+            self.layout.first_empty(bucket)
+        }
+    }
+
+    /// `layout.first_match` for a table whose layout's access is `A`.
+    #[inline(always)]
+    fn first_match_as<const A: u8>(&self, bucket: &Bucket, fp: u64) -> Option<u32> {
+        if is_one_part(A) {
+            let part = self.layout.part();
+            part.lowest_lane(part.matching_lanes(bucket.lanes(), fp))
+        } else {
+            self.layout.first_match(bucket, fp)
+        }
+    }
+
+    /// `layout.lane` for a table whose layout's access is `A`.
+    #[inline(always)]
+    fn lane_as<const A: u8>(&self, bucket: &Bucket, position: u32) -> u64 {
+        if is_one_part(A) {
+            self.layout.part().lane(bucket.lanes(), position)
+        } else {
+            self.layout.lane(bucket, position)
+        }
+    }
+
+    /// `layout.with_lane` for a table whose layout's access is `A`.
+    #[inline(always)]
+    fn with_lane_as<const A: u8>(&self, bucket: Bucket, position: u32, fp: u64) -> Bucket {
+        if is_one_part(A) {
+            let lanes = self.layout.part().with_lane(bucket.lanes(), position, fp);
+            Bucket::of_lanes(lanes)
+        } else {
+            self.layout.with_lane(bucket, position, fp)
+        }
+    }
+
+    /// `store_as` for the table's layout (loom models set up tables through it).
+    #[cfg(loom)]
     fn store(&self, bucket: usize, old: &Bucket, new: &Bucket, order: Ordering) {
-        if self.layout.access() == Access::Word {
+        match self.layout.access() {
+            Access::Word => self.store_as::<WORD>(bucket, old, new, order),
+            Access::Within => self.store_as::<WITHIN>(bucket, old, new, order),
+            Access::Straddling => self.store_as::<STRADDLING>(bucket, old, new, order),
+            Access::Sorted64 => self.store_as::<SORTED64>(bucket, old, new, order),
+            Access::General => self.store_as::<GENERAL>(bucket, old, new, order),
+        }
+    }
+
+    /// Turns `bucket`, which holds `old`, into `new`, with stores of `order`, in a table whose
+    /// layout's access is `A`. The caller holds the bucket's stripe, and every word holding
+    /// bits of the bucket belongs to that stripe alone (`BucketLayout::word_group_shift`), so
+    /// no other writer changes these words: a load and a store cannot lose another's write.
+    #[inline(always)]
+    fn store_as<const A: u8>(&self, bucket: usize, old: &Bucket, new: &Bucket, order: Ordering) {
+        if A == WORD {
             // The bucket is the whole word, and only its stripe's writers write it.
-            self.words[bucket].store(self.layout.code(new) as u64, order);
+            self.words[bucket].store(new.lanes(), order);
             return;
         }
         let (first, shift) = self.layout.locate(bucket);
-        if self.layout.span() == Span::One {
-            let word = &self.words[first];
-            // Relaxed: the stripe's lock made the last writes of this word visible.
-            let bits = word.load(Ordering::Relaxed);
-            let masks = self.layout.change_masks(old, new, shift);
-            word.store(bits ^ masks[0], order);
-            return;
+        if is_one_part(A) {
+            let diff = old.lanes() ^ new.lanes();
+            // The bits shifted out of the first word (`>> 1 >> (63 - shift)`: no shift by 64
+            // when `shift` is 0); none for a bucket within its word.
+            let rest = if A == WITHIN {
+                0
+            } else {
+                (diff >> 1) >> (63 - shift)
+            };
+            return self.store_masks(first, &[diff << shift, rest], order);
         }
         let masks = self.layout.change_masks(old, new, shift);
-        for (k, &mask) in masks.iter().enumerate().take(self.layout.span().words()) {
+        self.store_masks(first, &masks[..self.layout.span().words()], order);
+    }
+
+    /// Flips the bits of `masks[k]` in word `first + k`, each changed word with a store of
+    /// `order` (the caller holds the stripe that owns these words, see `store_as`).
+    #[inline(always)]
+    fn store_masks(&self, first: usize, masks: &[u64], order: Ordering) {
+        for (k, &mask) in masks.iter().enumerate() {
             if mask != 0 {
                 let word = &self.words[first + k];
                 // Mutant `erase_release_last_word_only`: only the last word changed gets
@@ -455,7 +535,7 @@ impl Table {
                 } else {
                     order
                 };
-                // Relaxed: as above.
+                // Relaxed: the stripe's lock made the last writes of this word visible.
                 word.store(word.load(Ordering::Relaxed) ^ mask, order);
             }
         }

@@ -4,7 +4,7 @@
 //! only a plan. Each move re-checks its part of the plan under the two stripes it changes, so a
 //! stale plan costs a new search, never a lost fingerprint.
 
-use super::Table;
+use super::{is_one_part, Table};
 use crate::sync::Ordering;
 
 /// Move the fingerprint in the lane at `position` of bucket `from` (see `bucket_layout`) to its
@@ -30,19 +30,28 @@ struct Node {
 
 const ROOT: u32 = u32::MAX;
 
+/// Nodes a search allocates room for before it grows: most searches end within two levels of
+/// the roots (2 + 8 + 32 nodes with four lanes), and an allocation this small stays in the
+/// allocator's per-thread cache, where the 256 nodes allocated before cost an insert near full
+/// a tenth of its instructions.
+const SEARCH_START: usize = 48;
+
 impl Table {
     /// Searches, breadth first from buckets `a` and `b`, for the shortest path of moves that
     /// frees a lane in `a` or `b`. Returns the hops in execution order (the one into the free
     /// lane first); an empty list when `a` or `b` already has room; `None` when nothing was
     /// found within the limits.
-    pub(crate) fn find_path(&self, a: usize, b: usize) -> Option<Vec<Hop>> {
+    ///
+    /// `A` is the table's layout's access (see `Table::insert`).
+    pub(crate) fn find_path<const A: u8>(&self, a: usize, b: usize) -> Option<Vec<Hop>> {
         let limits = self.limits;
-        let mut nodes: Vec<Node> = Vec::with_capacity((limits.path_nodes as usize).min(256));
+        let mut nodes: Vec<Node> =
+            Vec::with_capacity((limits.path_nodes as usize).min(SEARCH_START));
         for root in [a, b] {
             if nodes.first().is_some_and(|n| n.bucket as usize == root) {
                 continue;
             }
-            if self.has_room(root) {
+            if self.has_room::<A>(root) {
                 return Some(Vec::new());
             }
             nodes.push(Node {
@@ -58,9 +67,9 @@ impl Table {
             let node = nodes[next];
             if u32::from(node.depth) < limits.path_depth {
                 // Relaxed: a stale view only makes a move fail its check later.
-                let word = self.load(node.bucket as usize, Ordering::Relaxed);
-                for position in self.layout.positions() {
-                    let fingerprint = self.layout.lane(&word, position);
+                let word = self.load_as::<A>(node.bucket as usize, Ordering::Relaxed);
+                for position in self.positions_as::<A>() {
+                    let fingerprint = self.lane_as::<A>(&word, position);
                     if fingerprint == 0 {
                         // Emptied since it was judged full: the path to it is enough.
                         return Some(self.hops_to(&nodes, next));
@@ -79,7 +88,7 @@ impl Table {
                         position: position as u8,
                         depth: node.depth + 1,
                     });
-                    if self.has_room(to) {
+                    if self.has_room::<A>(to) {
                         return Some(self.hops_to(&nodes, nodes.len() - 1));
                     }
                 }
@@ -90,13 +99,13 @@ impl Table {
     }
 
     /// Executes hops in order; stops at the first whose check fails. Returns whether all ran.
-    pub(crate) fn execute_path(&self, hops: &[Hop]) -> bool {
-        hops.iter().all(|&hop| self.move_fingerprint(hop))
+    pub(crate) fn execute_path<const A: u8>(&self, hops: &[Hop]) -> bool {
+        hops.iter().all(|&hop| self.move_fingerprint::<A>(hop))
     }
 
     /// Moves one fingerprint to its alternate bucket under the stripes of both buckets, after
     /// checking that it is still where the search saw it and that the destination has room.
-    pub(crate) fn move_fingerprint(&self, hop: Hop) -> bool {
+    pub(crate) fn move_fingerprint<const A: u8>(&self, hop: Hop) -> bool {
         let Hop {
             from,
             position,
@@ -108,40 +117,50 @@ impl Table {
         } else {
             self.stripes.lock_pair(from, to)
         };
-        let layout = &self.layout;
         // Relaxed: we hold both stripes, and the lock's Acquire made the last writes visible.
-        let source = self.load(from, Ordering::Relaxed);
-        if layout.lane(&source, position) != fingerprint {
+        let source = self.load_as::<A>(from, Ordering::Relaxed);
+        if self.lane_as::<A>(&source, position) != fingerprint {
             return false;
         }
-        let destination = self.load(to, Ordering::Relaxed);
-        let Some(free) = layout.first_empty(&destination) else {
+        let destination = self.load_as::<A>(to, Ordering::Relaxed);
+        let Some(free) = self.first_empty_as::<A>(&destination) else {
             return false;
         };
-        let copied = layout.with_lane(destination, free, fingerprint);
-        let erased = layout.with_lane(source, position, 0);
+        let copied = self.with_lane_as::<A>(destination, free, fingerprint);
+        let erased = self.with_lane_as::<A>(source, position, 0);
         #[cfg(not(loom_mutant = "erase_before_copy"))]
         {
             // Copy before erase, and every word of the erase with Release: a lock-free probe
             // that sees any part of the erase also sees the whole copy, so a moving fingerprint
             // is never missing (see `reprobe`).
-            self.store(to, &destination, &copied, Ordering::Relaxed);
-            self.store(from, &source, &erased, Ordering::Release);
+            self.store_as::<A>(to, &destination, &copied, Ordering::Relaxed);
+            self.store_as::<A>(from, &source, &erased, Ordering::Release);
         }
         #[cfg(loom_mutant = "erase_before_copy")]
         {
-            self.store(from, &source, &erased, Ordering::Release);
-            self.store(to, &destination, &copied, Ordering::Relaxed);
+            self.store_as::<A>(from, &source, &erased, Ordering::Release);
+            self.store_as::<A>(to, &destination, &copied, Ordering::Relaxed);
         }
         true
     }
 
     /// Whether `bucket` has an empty lane right now (lock-free, advisory).
-    fn has_room(&self, bucket: usize) -> bool {
+    #[inline(always)]
+    fn has_room<const A: u8>(&self, bucket: usize) -> bool {
         // Relaxed: advisory, checked again under the lock before anything is written.
-        self.layout
-            .first_empty(&self.load(bucket, Ordering::Relaxed))
+        self.first_empty_as::<A>(&self.load_as::<A>(bucket, Ordering::Relaxed))
             .is_some()
+    }
+
+    /// The positions of a bucket's lanes (see `BucketLayout::positions`), for a table whose
+    /// layout's access is `A`.
+    #[inline(always)]
+    fn positions_as<const A: u8>(&self) -> impl Iterator<Item = u32> {
+        let (one_part, part) = (is_one_part(A), *self.layout.part());
+        let general = (!one_part).then(|| self.layout.positions());
+        part.lane_shifts()
+            .filter(move |_| one_part)
+            .chain(general.into_iter().flatten())
     }
 
     /// The hops that lead from a root to node `end`, in execution order (last hop first).

@@ -1,7 +1,8 @@
 //! Inserts and removes. Every write holds the stripes of both buckets of the fingerprint it
 //! changes, so lookups validated against either stripe see it whole or not at all.
 
-use super::Table;
+use super::{Table, GENERAL, SORTED64, STRADDLING, WITHIN, WORD};
+use crate::bucket_layout::Access;
 use crate::hashing::ItemKey;
 use crate::stripe::PairGuard;
 use crate::sync::Ordering;
@@ -91,14 +92,31 @@ impl Table {
     /// free for it, and a move never leaves a fingerprint outside the table, so giving up at any
     /// point loses nothing.
     pub(crate) fn insert<U: Uniqueness>(&self, key: ItemKey, mode: U) -> Result<Placed, NoRoom> {
+        // Branch on the layout's access once, as lookups do, and run code specialised for it.
+        match self.layout.access() {
+            Access::Word => self.insert_as::<WORD, U>(key, mode),
+            Access::Within => self.insert_as::<WITHIN, U>(key, mode),
+            Access::Straddling => self.insert_as::<STRADDLING, U>(key, mode),
+            Access::Sorted64 => self.insert_as::<SORTED64, U>(key, mode),
+            Access::General => self.insert_as::<GENERAL, U>(key, mode),
+        }
+    }
+
+    /// `insert` for a table whose layout's access is `A`.
+    #[inline(always)]
+    fn insert_as<const A: u8, U: Uniqueness>(
+        &self,
+        key: ItemKey,
+        mode: U,
+    ) -> Result<Placed, NoRoom> {
         let (a, b) = self.buckets_of(key);
         for _ in 0..self.limits.insert_rounds {
-            if let Some(placed) = self.try_place(a, b, key.fingerprint, mode) {
+            if let Some(placed) = self.try_place_as::<A, U>(a, b, key.fingerprint, mode) {
                 return Ok(placed);
             }
-            let hops = self.find_path(a, b).ok_or(NoRoom)?;
+            let hops = self.find_path::<A>(a, b).ok_or(NoRoom)?;
             // A failed move means another writer changed the path; search again.
-            self.execute_path(&hops);
+            self.execute_path::<A>(&hops);
         }
         Err(NoRoom)
     }
@@ -113,28 +131,38 @@ impl Table {
         }
     }
 
-    /// Stores `fp` in the emptier of its two buckets, under both stripes.
-    fn try_place<U: Uniqueness>(&self, a: usize, b: usize, fp: u64, mode: U) -> Option<Placed> {
+    /// Stores `fp` in the emptier of its two buckets, under both stripes (a table whose
+    /// layout's access is `A`).
+    #[inline(always)]
+    fn try_place_as<const A: u8, U: Uniqueness>(
+        &self,
+        a: usize,
+        b: usize,
+        fp: u64,
+        mode: U,
+    ) -> Option<Placed> {
         let guard = self.stripes.lock_pair(a, b);
-        let layout = &self.layout;
         // Relaxed: we hold both stripes, and the lock's Acquire made the last writes visible.
-        let word_a = self.load(a, Ordering::Relaxed);
-        let word_b = self.load(b, Ordering::Relaxed);
-        if U::UNIQUE && (layout.holds(&word_a, fp) || layout.holds(&word_b, fp) || mode.elsewhere())
+        let word_a = self.load_as::<A>(a, Ordering::Relaxed);
+        let word_b = self.load_as::<A>(b, Ordering::Relaxed);
+        if U::UNIQUE
+            && (self.holds_as::<A>(&word_a, fp)
+                || self.holds_as::<A>(&word_b, fp)
+                || mode.elsewhere())
         {
             return Some(Placed::AlreadyPresent);
         }
         // The emptier bucket first: spreading load keeps kick chains rare and short. Which one
         // is emptier is a coin toss, so select without a branch (a branch here mispredicted on
         // about every third insert and cost a fifth of the insert rate).
-        let prefer_b = layout.occupied(&word_b) < layout.occupied(&word_a);
+        let prefer_b = self.occupied_as::<A>(&word_b) < self.occupied_as::<A>(&word_a);
         let first = std::hint::select_unpredictable(prefer_b, (b, word_b), (a, word_a));
         let second = std::hint::select_unpredictable(prefer_b, (a, word_a), (b, word_b));
         for (bucket, word) in [first, second] {
-            if let Some(position) = layout.first_empty(&word) {
+            if let Some(position) = self.first_empty_as::<A>(&word) {
                 // Relaxed: ordered for readers by the lock's release fence (see `lock_pair`).
-                let placed = layout.with_lane(word, position, fp);
-                self.store(bucket, &word, &placed, Ordering::Relaxed);
+                let placed = self.with_lane_as::<A>(word, position, fp);
+                self.store_as::<A>(bucket, &word, &placed, Ordering::Relaxed);
                 guard.add_items(1);
                 return Some(Placed::Inserted);
             }
@@ -175,15 +203,26 @@ impl Table {
 
     /// Removes one copy of the key's fingerprint, if there is one.
     pub(crate) fn remove(&self, key: ItemKey) -> bool {
+        match self.layout.access() {
+            Access::Word => self.remove_as::<WORD>(key),
+            Access::Within => self.remove_as::<WITHIN>(key),
+            Access::Straddling => self.remove_as::<STRADDLING>(key),
+            Access::Sorted64 => self.remove_as::<SORTED64>(key),
+            Access::General => self.remove_as::<GENERAL>(key),
+        }
+    }
+
+    /// `remove` for a table whose layout's access is `A`.
+    #[inline(always)]
+    fn remove_as<const A: u8>(&self, key: ItemKey) -> bool {
         let (a, b) = self.buckets_of(key);
         let guard = self.stripes.lock_pair(a, b);
-        let layout = &self.layout;
         // Relaxed: we hold both stripes.
-        let word_a = self.load(a, Ordering::Relaxed);
-        let word_b = self.load(b, Ordering::Relaxed);
+        let word_a = self.load_as::<A>(a, Ordering::Relaxed);
+        let word_b = self.load_as::<A>(b, Ordering::Relaxed);
         let (in_a, in_b) = (
-            layout.first_match(&word_a, key.fingerprint),
-            layout.first_match(&word_b, key.fingerprint),
+            self.first_match_as::<A>(&word_a, key.fingerprint),
+            self.first_match_as::<A>(&word_b, key.fingerprint),
         );
         // Which bucket holds the copy is a coin toss: select without a branch.
         let use_a = in_a.is_some();
@@ -193,8 +232,8 @@ impl Table {
         };
         // Relaxed: a lookup that sees this store also sees our lock (release fence) and
         // retries; one that does not see it still finds the copy we take away.
-        let erased = layout.with_lane(word, position, 0);
-        self.store(bucket, &word, &erased, Ordering::Relaxed);
+        let erased = self.with_lane_as::<A>(word, position, 0);
+        self.store_as::<A>(bucket, &word, &erased, Ordering::Relaxed);
         guard.add_items(-1);
         true
     }
