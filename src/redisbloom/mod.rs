@@ -33,6 +33,7 @@ mod sub_filter;
 mod testkit;
 
 #[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use bridge::{BridgeError, ExportMode, ExportSummary};
 pub use error::{LoadError, LzfError, RedisInsertError, ReserveError};
 pub use filter::{RedisBuilder, RedisCuckooFilter, RedisInfo};
