@@ -106,7 +106,7 @@ impl Cells {
 /// insertion and kick order, deletes, compaction and counters, so that after the same commands
 /// it holds the same bytes as Redis and gives the same replies. Shared by reference between
 /// threads: every operation takes `&self`, lookups are wait-free, and writers lock only the
-/// stripes of the buckets they change (see the module docs for the concurrency rules).
+/// stripes of the buckets they change (see [the concurrency rules](crate::redisbloom#concurrency)).
 ///
 /// ```
 /// use atomic_cuckoo::redisbloom::RedisCuckooFilter;
@@ -814,7 +814,25 @@ impl RedisCuckooFilter {
     }
 
     /// A `DUMP` payload of the filter for `RESTORE`, for a server of RDB version
-    /// `rdb_version` or newer (9 for Redis 6.0 and later; see the README).
+    /// `rdb_version` or newer.
+    ///
+    /// Valid versions are 9 to 12. `RESTORE` takes a payload of its server's RDB version or
+    /// an older one: 9 ([`PORTABLE_RDB_VERSION`](super::PORTABLE_RDB_VERSION)) restores on
+    /// every server, 10 on Redis 7.0 and later, 11 on 7.2 and later, 12 on 7.4 and 8.x.
+    /// Another value is written as given, and makes a payload that
+    /// [`from_dump_payload`](RedisCuckooFilter::from_dump_payload) refuses
+    /// ([`LoadError::RdbVersion`]), as does Redis for a version newer than its own.
+    /// `export_to` (feature `redis`) picks the version from the server's.
+    ///
+    /// ```
+    /// use atomic_cuckoo::redisbloom::{RedisCuckooFilter, PORTABLE_RDB_VERSION};
+    ///
+    /// let f = RedisCuckooFilter::reserve(100)?;
+    /// f.insert("a").unwrap();
+    /// let payload = f.dump_payload(PORTABLE_RDB_VERSION);
+    /// assert!(RedisCuckooFilter::from_dump_payload(&payload)?.contains("a"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn dump_payload(&self, rdb_version: u16) -> Vec<u8> {
         let (header, data) = self.snapshot();
         let slices: Vec<&[u8]> = data.iter().map(Vec::as_slice).collect();
