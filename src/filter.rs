@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
+use std::panic::{RefUnwindSafe, UnwindSafe};
 
 use crate::bucket_layout::LayoutKind;
 use crate::builder::{Builder, Layout};
@@ -617,6 +618,23 @@ impl<S: Clone> Clone for CuckooFilter<S> {
         CuckooFilter::from_parts(self.levels.deep_copy(), self.hasher.clone())
     }
 }
+
+/// A panic that unwinds out of an operation leaves the filter whole and usable, so a filter may
+/// be used again after [`catch_unwind`](std::panic::catch_unwind).
+///
+/// No code of the caller runs while the filter is between two states: items are hashed (their
+/// `Hash`, the hasher, a batch call's iterator) before any lock is taken, and the one callback
+/// that runs under a lock, the destination of a [`write_to`](CuckooFilter::write_to), runs
+/// while the filter is frozen and unchanged. Every lock and freeze is released by a guard's
+/// `Drop`, so unwinding releases it, and the locks do not poison. After such a panic the
+/// filter holds every item whose insert returned (of a batch call, the items up to some
+/// point), and other threads go on. The panics of the filter itself ([`Extend`] on a full
+/// filter, [`clone`](Clone::clone) or [`clear`](CuckooFilter::clear) inside its own save, a
+/// failed allocation in `clone`) come before it changes anything.
+impl<S: RefUnwindSafe> RefUnwindSafe for CuckooFilter<S> {}
+
+/// See the [`RefUnwindSafe`] implementation.
+impl<S: UnwindSafe> UnwindSafe for CuckooFilter<S> {}
 
 impl<S: BuildHasher + Default> Default for CuckooFilter<S> {
     /// A filter with the [`Builder`]'s defaults: room for

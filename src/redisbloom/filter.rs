@@ -1,6 +1,7 @@
 //! [`RedisCuckooFilter`]: a RedisBloom cuckoo filter in process memory, shared by threads.
 
 use std::fmt;
+use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::sync::OnceLock;
 
 use super::chunks;
@@ -902,6 +903,19 @@ impl RedisCuckooFilter {
             + self.subs.all().map(SubFilter::heap_bytes).sum::<usize>()
     }
 }
+
+/// A panic that unwinds out of an operation leaves the filter whole and usable, so a filter may
+/// be used again after [`catch_unwind`](std::panic::catch_unwind).
+///
+/// No code of the caller runs while the filter is between two states: items are turned into
+/// bytes (their `AsRef<[u8]>`) and hashed, and a batch call's iterator is advanced, before any
+/// lock is taken. Every lock and freeze is released by a guard's `Drop`, so unwinding releases
+/// it, and the locks do not poison. After such a panic the filter holds every item whose
+/// insert returned (of a batch call, the items up to some point), and other threads go on.
+impl RefUnwindSafe for RedisCuckooFilter {}
+
+/// See the [`RefUnwindSafe`] implementation.
+impl UnwindSafe for RedisCuckooFilter {}
 
 impl fmt::Debug for RedisCuckooFilter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -57,6 +57,9 @@
 //! - **[`info`](RedisCuckooFilter::info) is a statistic.** Its counters are read without locks:
 //!   under concurrent writes they need not all come from one moment. The header of
 //!   [`scandump`](RedisCuckooFilter::scandump) does.
+//! - **A panic leaves the filter usable.** A panic in an item's `AsRef<[u8]>` or a batch
+//!   call's iterator comes before any lock is taken, and locks are released on unwinding: the
+//!   filter is `UnwindSafe` and `RefUnwindSafe`.
 //! - **Same bytes as Redis for the same commands in the same order.** A filter written by one
 //!   thread, or by threads whose writes are otherwise ordered, holds exactly the bytes Redis
 //!   would. When writers race, each of their operations still takes effect whole, but which
