@@ -60,7 +60,9 @@ pub struct Builder<S = DefaultHashBuilder> {
 /// ([`Builder::layout`]).
 ///
 /// Every layout gives the same answers and the same guarantees; they differ in bits per item
-/// at a false-positive rate and in speed. Measured figures are in the README.
+/// at a false-positive rate and in speed. Each variant below gives its memory at a 1 % target;
+/// the [parameter table](crate#choosing-parameters) compares the packed and compact layouts
+/// at other targets.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Layout {
@@ -273,7 +275,7 @@ impl<S> Builder<S> {
     /// fingerprints sorted, as one 12-bit index (the cuckoo filter paper's semi-sorted
     /// buckets), which saves 1 bit per fingerprint: at a 1 % target about 9.3 bits per item
     /// instead of 10.4. Every lookup decodes what it reads, and every write re-encodes a
-    /// bucket, so lookups and inserts are slower (the README has measured figures).
+    /// bucket, so lookups and inserts are slower (see [`Layout`]).
     ///
     /// ```
     /// let small = atomic_cuckoo::CuckooFilter::builder()

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
+use std::panic::{RefUnwindSafe, UnwindSafe};
 
 use crate::bucket_layout::LayoutKind;
 use crate::builder::{Builder, Layout};
@@ -175,11 +176,10 @@ impl<S> CuckooFilter<S> {
     /// `capacity() - len()` more items always fit.
     ///
     /// A level is sized for its slots times the load its fingerprint width is built for
-    /// (90–95 %, see the README's parameter table). A growing filter inserts only into its
-    /// newest level, so its capacity is the items its older levels hold plus what the newest
-    /// is sized for. Repeated copies of one item count like distinct items, but an item's own
-    /// two buckets hold at most `2 ×` slots-per-bucket copies of it
-    /// ([`InsertError::ItemBucketsFull`]).
+    /// (90–95 %). A growing filter inserts only into its newest level, so its capacity is the
+    /// items its older levels hold plus what the newest is sized for. Repeated copies of one
+    /// item count like distinct items, but an item's own two buckets hold at most `2 ×`
+    /// slots-per-bucket copies of it ([`InsertError::ItemBucketsFull`]).
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(1_000);
@@ -308,8 +308,8 @@ impl<S> CuckooFilter<S> {
 
     /// Bytes of memory held by the filter: every level's table and lock stripes, and the filter
     /// itself. A growing filter whose newest level is near capacity may also be preparing the
-    /// next level in the background (large levels on huge pages, see the README's growth
-    /// section); that memory is counted once the level is added, and
+    /// next level in the background (large levels on huge pages, see
+    /// [growth](crate#growth)); that memory is counted once the level is added, and
     /// [`clear`](CuckooFilter::clear), [`shrink_to_fit`](CuckooFilter::shrink_to_fit) and
     /// dropping the filter free it.
     ///
@@ -397,6 +397,10 @@ impl<S: BuildHasher> CuckooFilter<S> {
 
     /// Adds one copy of `item`.
     ///
+    /// The item is hashed through its [`Hash`] implementation, so its type is part of it:
+    /// `42i32` and `42u64` hash differently and are different items. Look an item up, and
+    /// remove it, as the type it was inserted as.
+    ///
     /// # Errors
     ///
     /// Nothing changes when an insert fails:
@@ -439,6 +443,10 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// Whether `item` may be in the filter: never `false` for an inserted item, `true` for an
     /// absent one with probability about [`false_positive_rate`](CuckooFilter::false_positive_rate).
     /// Wait-free.
+    ///
+    /// "Inserted" means inserted as the same type: `42i32` and `42u64` hash differently, so
+    /// after `insert(&42i32)` a lookup of `&42u64` is a lookup of another item (literals
+    /// without a suffix are `i32`).
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
@@ -610,6 +618,23 @@ impl<S: Clone> Clone for CuckooFilter<S> {
         CuckooFilter::from_parts(self.levels.deep_copy(), self.hasher.clone())
     }
 }
+
+/// A panic that unwinds out of an operation leaves the filter whole and usable, so a filter may
+/// be used again after [`catch_unwind`](std::panic::catch_unwind).
+///
+/// No code of the caller runs while the filter is between two states: items are hashed (their
+/// `Hash`, the hasher, a batch call's iterator) before any lock is taken, and the one callback
+/// that runs under a lock, the destination of a [`write_to`](CuckooFilter::write_to), runs
+/// while the filter is frozen and unchanged. Every lock and freeze is released by a guard's
+/// `Drop`, so unwinding releases it, and the locks do not poison. After such a panic the
+/// filter holds every item whose insert returned (of a batch call, the items up to some
+/// point), and other threads go on. The panics of the filter itself ([`Extend`] on a full
+/// filter, [`clone`](Clone::clone) or [`clear`](CuckooFilter::clear) inside its own save, a
+/// failed allocation in `clone`) come before it changes anything.
+impl<S: RefUnwindSafe> RefUnwindSafe for CuckooFilter<S> {}
+
+/// See the [`RefUnwindSafe`] implementation.
+impl<S: UnwindSafe> UnwindSafe for CuckooFilter<S> {}
 
 impl<S: BuildHasher + Default> Default for CuckooFilter<S> {
     /// A filter with the [`Builder`]'s defaults: room for

@@ -18,6 +18,7 @@
 // | `sync` | the std/loom switch for atomics and the cold-path locks |
 // | `redisbloom` | [`redisbloom::RedisCuckooFilter`]: RedisBloom's `CF.*` filter, byte for byte, on the same stripes |
 #![warn(missing_docs, clippy::missing_errors_doc, clippy::missing_panics_doc)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_code)]
 
 mod bucket_layout;

@@ -1,14 +1,18 @@
 //! The std-like API: `capacity()` counts items and is kept, `slots()`, `Clone`, `Default`,
 //! `Extend`, `FromIterator`, `with_capacity_and_hasher`, `clear(&self)`, and the batch calls
-//! over any `IntoIterator`.
+//! over any `IntoIterator`, and the auto traits (`Send`, `Sync`, `UnwindSafe`, `RefUnwindSafe`)
+//! with what a panic inside an operation leaves.
 
 mod common;
 
+use std::hash::{Hash, Hasher};
 use std::io;
+use std::panic::{self, RefUnwindSafe, UnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 
+use atomic_cuckoo::redisbloom::RedisCuckooFilter;
 use atomic_cuckoo::{AHashBuilder, CuckooFilter, DefaultHashBuilder, InsertError};
 
 #[test]
@@ -287,4 +291,91 @@ fn insert_many_reports_the_index_of_the_first_failure_across_batches() {
     assert_eq!(err.index, f.len(), "every item before it is in the filter");
     assert_eq!(err.error, InsertError::Full);
     assert!((0..err.index as u64).all(|i| f.contains(&i)));
+}
+
+/// Compiles only if `T` has every trait a filter shared across threads and across
+/// `catch_unwind` needs.
+fn assert_shareable_across_unwinding<T: Send + Sync + UnwindSafe + RefUnwindSafe>() {}
+
+#[test]
+fn filters_are_send_sync_and_unwind_safe() {
+    assert_shareable_across_unwinding::<CuckooFilter>();
+    assert_shareable_across_unwinding::<CuckooFilter<AHashBuilder>>();
+    assert_shareable_across_unwinding::<Arc<CuckooFilter>>();
+    assert_shareable_across_unwinding::<&CuckooFilter>();
+    assert_shareable_across_unwinding::<RedisCuckooFilter>();
+    assert_shareable_across_unwinding::<Arc<RedisCuckooFilter>>();
+}
+
+/// An item whose `Hash` panics: the panic leaves the filter as it was.
+struct PanicsWhenHashed;
+
+impl Hash for PanicsWhenHashed {
+    fn hash<H: Hasher>(&self, _: &mut H) {
+        panic!("this item cannot be hashed");
+    }
+}
+
+/// A destination that panics on its first write.
+struct PanicsOnWrite;
+
+impl io::Write for PanicsOnWrite {
+    fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+        panic!("the destination failed");
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_panic_inside_an_operation_leaves_the_filter_usable() {
+    let f = Arc::new(
+        CuckooFilter::builder()
+            .capacity(1_000)
+            .expansion(2)
+            .build()
+            .unwrap(),
+    );
+    f.insert_many(0..500u64).unwrap();
+    let before = f.to_bytes();
+
+    assert!(panic::catch_unwind(|| f.insert(&PanicsWhenHashed)).is_err());
+    assert!(panic::catch_unwind(|| f.insert_many([PanicsWhenHashed])).is_err());
+    assert!(panic::catch_unwind(|| f.write_to(&mut PanicsOnWrite)).is_err());
+    assert_eq!(f.to_bytes(), before, "a panic changed the filter");
+
+    // The save's freeze and its mark on this thread were released: writers, saves, clones
+    // and clears all go on, here and on other threads.
+    let writer = {
+        let f = Arc::clone(&f);
+        thread::spawn(move || f.insert_many(500..5_000u64).unwrap())
+    };
+    writer.join().unwrap();
+    assert!((0..5_000u64).all(|i| f.contains(&i)));
+    assert_eq!(f.clone().len(), f.len());
+    f.clear();
+    assert!(f.is_empty());
+}
+
+#[test]
+fn a_panic_inside_a_redis_filter_operation_leaves_it_usable() {
+    /// Bytes whose `as_ref` panics.
+    struct PanicsAsBytes;
+
+    impl AsRef<[u8]> for PanicsAsBytes {
+        fn as_ref(&self) -> &[u8] {
+            panic!("these bytes cannot be read");
+        }
+    }
+
+    let f = RedisCuckooFilter::reserve(1_000).unwrap();
+    f.insert("kept").unwrap();
+    let before = f.scandump();
+    assert!(panic::catch_unwind(|| f.insert(PanicsAsBytes)).is_err());
+    assert!(panic::catch_unwind(|| f.insert_many([PanicsAsBytes])).is_err());
+    assert_eq!(f.scandump(), before, "a panic changed the filter");
+    f.insert("more").unwrap();
+    assert!(f.contains("kept") && f.contains("more"));
 }

@@ -149,7 +149,8 @@ fn hasher_check<S: BuildHasher>(hasher: &S) -> u64 {
 }
 
 impl<S: BuildHasher> CuckooFilter<S> {
-    /// Writes a snapshot of the filter (format: `FORMAT.md`).
+    /// Writes a snapshot of the filter (the format is described byte by byte in
+    /// [`FORMAT.md`](https://github.com/atomic-cuckoo/atomic-cuckoo/blob/main/FORMAT.md)).
     ///
     /// The snapshot is consistent: it is the filter's content at one moment. To get that, the
     /// save freezes the filter while it copies and writes: inserts and removes from other
@@ -250,7 +251,8 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// used `hasher` (the same type and seeds: otherwise [`PersistError::HasherMismatch`]).
     ///
     /// Reads exactly the snapshot's bytes, so a snapshot can be followed by other data in the
-    /// same stream. Memory grows with the data actually read, so a header that claims a huge
+    /// same stream: bytes after it are not an error (unlike
+    /// [`from_bytes_with_hasher`](CuckooFilter::from_bytes_with_hasher)) and stay in `reader`. Memory grows with the data actually read, so a header that claims a huge
     /// table costs nothing unless the data is there.
     ///
     /// # Errors
@@ -301,8 +303,9 @@ impl<S: BuildHasher> CuckooFilter<S> {
     }
 
     /// Restores a snapshot from bytes that hold exactly one snapshot (see
-    /// [`read_from_with_hasher`](CuckooFilter::read_from_with_hasher)). The length is checked
-    /// against the headers before any table memory is allocated.
+    /// [`read_from_with_hasher`](CuckooFilter::read_from_with_hasher), which, unlike this,
+    /// accepts bytes after the snapshot and leaves them unread). The length is checked against
+    /// the headers before any table memory is allocated.
     ///
     /// # Errors
     ///
@@ -327,6 +330,10 @@ impl CuckooFilter {
     /// Restores a snapshot made with the default hasher (see
     /// [`read_from_with_hasher`](CuckooFilter::read_from_with_hasher)).
     ///
+    /// Reads the snapshot's bytes and no more: bytes after it are not an error, and stay in
+    /// `reader` (pass `&mut reader` to read on). [`from_bytes`](CuckooFilter::from_bytes), given
+    /// exactly one snapshot, refuses them.
+    ///
     /// # Errors
     ///
     /// As [`read_from_with_hasher`](CuckooFilter::read_from_with_hasher).
@@ -342,6 +349,14 @@ impl CuckooFilter {
     ///     CuckooFilter::read_from(&bytes[..bytes.len() - 1]),
     ///     Err(PersistError::Truncated)
     /// ));
+    ///
+    /// // Two snapshots in one stream: each call reads one, and leaves the rest.
+    /// let stream = [bytes.as_slice(), bytes.as_slice()].concat();
+    /// let mut reader = &stream[..];
+    /// CuckooFilter::read_from(&mut reader).unwrap();
+    /// assert_eq!(reader.len(), bytes.len());
+    /// CuckooFilter::read_from(&mut reader).unwrap();
+    /// assert!(reader.is_empty());
     /// ```
     pub fn read_from<R: Read>(reader: R) -> Result<Self, PersistError> {
         Self::read_from_with_hasher(reader, DefaultHashBuilder)
@@ -349,14 +364,28 @@ impl CuckooFilter {
 
     /// Restores a snapshot made with the default hasher from exactly its bytes.
     ///
+    /// `bytes` must hold one snapshot and nothing else: bytes after it are
+    /// [`PersistError::TrailingBytes`]. [`read_from`](CuckooFilter::read_from) accepts them,
+    /// and leaves them unread, for a snapshot followed by other data in a stream.
+    ///
     /// # Errors
     ///
     /// As [`from_bytes_with_hasher`](CuckooFilter::from_bytes_with_hasher).
     ///
     /// ```
-    /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
-    /// let restored = atomic_cuckoo::CuckooFilter::from_bytes(&filter.to_bytes()).unwrap();
+    /// use atomic_cuckoo::{CuckooFilter, PersistError};
+    ///
+    /// let filter = CuckooFilter::with_capacity(100);
+    /// let mut bytes = filter.to_bytes();
+    /// let restored = CuckooFilter::from_bytes(&bytes).unwrap();
     /// assert_eq!(restored.capacity(), filter.capacity());
+    ///
+    /// bytes.push(0);
+    /// assert!(matches!(
+    ///     CuckooFilter::from_bytes(&bytes),
+    ///     Err(PersistError::TrailingBytes { extra: 1 })
+    /// ));
+    /// assert!(CuckooFilter::read_from(&bytes[..]).is_ok());
     /// ```
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, PersistError> {
         Self::from_bytes_with_hasher(bytes, DefaultHashBuilder)

@@ -10,6 +10,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::filter::CuckooFilter;
 
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 impl<S: BuildHasher> Serialize for CuckooFilter<S> {
     fn serialize<Ser: Serializer>(&self, serializer: Ser) -> Result<Ser::Ok, Ser::Error> {
         serializer.serialize_bytes(&self.to_bytes())
@@ -18,6 +19,7 @@ impl<S: BuildHasher> Serialize for CuckooFilter<S> {
 
 /// Deserializes with `S::default()` as the hasher; a snapshot made with another hasher (or
 /// other seeds) is refused, as in [`CuckooFilter::from_bytes_with_hasher`].
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 impl<'de, S: BuildHasher + Default> Deserialize<'de> for CuckooFilter<S> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_bytes(SnapshotVisitor(PhantomData))

@@ -58,6 +58,7 @@ const BAD_VERSION_REPLY: &str = "DUMP payload version or checksum are wrong";
 /// `proto-max-bulk-len` where that is smaller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub enum ExportMode {
     /// `RESTORE` of a generated `DUMP` payload, with `REPLACE` if `replace` is set. The
     /// payload's RDB version is the newest the server accepts: see
@@ -78,6 +79,7 @@ pub enum ExportMode {
 /// What [`RedisCuckooFilter::export_to`] sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub struct ExportSummary {
     /// Filter bytes sent: the payload (once per `RESTORE` attempt), or the header and data
     /// chunks.
@@ -110,6 +112,7 @@ pub struct ExportSummary {
 /// ```
 #[derive(Debug)]
 #[non_exhaustive]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub enum BridgeError {
     /// The client failed: I/O, a dropped connection, a timeout, a protocol error (the `redis`
     /// crate's error is the [`source`](std::error::Error::source)). After an export, the
@@ -798,6 +801,7 @@ impl RedisCuckooFilter {
     /// assert!(found);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
     pub fn export_to(
         &self,
         conn: &mut dyn ConnectionLike,
@@ -871,6 +875,7 @@ impl RedisCuckooFilter {
     /// println!("{} items", replica.info().items);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
     pub fn import_from(
         conn: &mut dyn ConnectionLike,
         key: impl AsRef<[u8]>,

@@ -1,6 +1,7 @@
 //! [`RedisCuckooFilter`]: a RedisBloom cuckoo filter in process memory, shared by threads.
 
 use std::fmt;
+use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::sync::OnceLock;
 
 use super::chunks;
@@ -106,7 +107,7 @@ impl Cells {
 /// insertion and kick order, deletes, compaction and counters, so that after the same commands
 /// it holds the same bytes as Redis and gives the same replies. Shared by reference between
 /// threads: every operation takes `&self`, lookups are wait-free, and writers lock only the
-/// stripes of the buckets they change (see the module docs for the concurrency rules).
+/// stripes of the buckets they change (see [the concurrency rules](crate::redisbloom#concurrency)).
 ///
 /// ```
 /// use atomic_cuckoo::redisbloom::RedisCuckooFilter;
@@ -814,7 +815,25 @@ impl RedisCuckooFilter {
     }
 
     /// A `DUMP` payload of the filter for `RESTORE`, for a server of RDB version
-    /// `rdb_version` or newer (9 for Redis 6.0 and later; see the README).
+    /// `rdb_version` or newer.
+    ///
+    /// Valid versions are 9 to 12. `RESTORE` takes a payload of its server's RDB version or
+    /// an older one: 9 ([`PORTABLE_RDB_VERSION`](super::PORTABLE_RDB_VERSION)) restores on
+    /// every server, 10 on Redis 7.0 and later, 11 on 7.2 and later, 12 on 7.4 and 8.x.
+    /// Another value is written as given, and makes a payload that
+    /// [`from_dump_payload`](RedisCuckooFilter::from_dump_payload) refuses
+    /// ([`LoadError::RdbVersion`]), as does Redis for a version newer than its own.
+    /// `export_to` (feature `redis`) picks the version from the server's.
+    ///
+    /// ```
+    /// use atomic_cuckoo::redisbloom::{RedisCuckooFilter, PORTABLE_RDB_VERSION};
+    ///
+    /// let f = RedisCuckooFilter::reserve(100)?;
+    /// f.insert("a").unwrap();
+    /// let payload = f.dump_payload(PORTABLE_RDB_VERSION);
+    /// assert!(RedisCuckooFilter::from_dump_payload(&payload)?.contains("a"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn dump_payload(&self, rdb_version: u16) -> Vec<u8> {
         let (header, data) = self.snapshot();
         let slices: Vec<&[u8]> = data.iter().map(Vec::as_slice).collect();
@@ -884,6 +903,19 @@ impl RedisCuckooFilter {
             + self.subs.all().map(SubFilter::heap_bytes).sum::<usize>()
     }
 }
+
+/// A panic that unwinds out of an operation leaves the filter whole and usable, so a filter may
+/// be used again after [`catch_unwind`](std::panic::catch_unwind).
+///
+/// No code of the caller runs while the filter is between two states: items are turned into
+/// bytes (their `AsRef<[u8]>`) and hashed, and a batch call's iterator is advanced, before any
+/// lock is taken. Every lock and freeze is released by a guard's `Drop`, so unwinding releases
+/// it, and the locks do not poison. After such a panic the filter holds every item whose
+/// insert returned (of a batch call, the items up to some point), and other threads go on.
+impl RefUnwindSafe for RedisCuckooFilter {}
+
+/// See the [`RefUnwindSafe`] implementation.
+impl UnwindSafe for RedisCuckooFilter {}
 
 impl fmt::Debug for RedisCuckooFilter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
