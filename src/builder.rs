@@ -179,12 +179,21 @@ impl<S> Builder<S> {
     /// `factor^i ×` the first capacity (3 gives ×4, ×2, ×4, ×2, …). At most 65,536
     /// ([`BuildError::InvalidExpansion`] above that).
     ///
-    /// The target false-positive rate `P` then holds for the whole filter: level `i` is given
-    /// `P / 2^(i+2) + P / (2 · max_levels)` of it, which sums to less than `P` over at most
-    /// [`max_levels`](Builder::max_levels) levels, and gets the narrowest fingerprint width that
-    /// meets its share. With an explicit [`fingerprint_bits`](Builder::fingerprint_bits), every
-    /// level uses that width and the rate grows with the number of levels
-    /// ([`CuckooFilter::false_positive_rate`] reports it).
+    /// The target false-positive rate `P` then holds for the whole filter, whatever number of
+    /// levels it grows to. With `L` = [`max_levels`](Builder::max_levels), level `i` is given
+    /// the fraction `(1/(i+1)) / (1/(i+1) + 1/(i+2) + … + 1/L)` of what the levels before it
+    /// left of `P` (`P` less their expected rates when full), and gets the narrowest fingerprint
+    /// width that meets its share, never narrower than the level before's. The shares fall off
+    /// slowly, as a filter that does not know its final size must pay (about `log2(log2 n)`
+    /// bits per item more than a static one), what rounding up to whole bits leaves unused goes
+    /// to the next level, and the last possible level gets all that is left. At 1 % with 32
+    /// levels, levels 0 to 6 get 12, 13, 14, 14, 14, 14 and 14 bits, levels 7 to 16 get 15 and
+    /// later ones 16 (grown from 1,000 items with `factor` 2, 1M items take 10 levels); a
+    /// static filter uses 10. Memory per item is lowest just before a level is added and highest just after (the new
+    /// level is as large as all the others together, and nearly empty). A smaller `max_levels`
+    /// leaves more of `P` to each level, so narrower fingerprints. With an explicit
+    /// [`fingerprint_bits`](Builder::fingerprint_bits), every level uses that width and the rate
+    /// grows with the number of levels ([`CuckooFilter::false_positive_rate`] reports it).
     ///
     /// ```
     /// use atomic_cuckoo::CuckooFilter;
@@ -385,7 +394,8 @@ impl<S> Builder<S> {
             width,
             layout: self.layout.kind(),
         };
-        // The last level has the smallest share of the rate: if it is reachable, all are.
+        // The last level has the widest fingerprints (and the harmonic budget derives every
+        // earlier width on the way to it): if it is reachable, all are.
         plan.level_bits(plan.max_levels - 1)
             .map_err(|e| self.level_error(e))?;
         Ok(plan)

@@ -439,6 +439,72 @@ fn version_2_snapshots_load_with_every_item() {
     assert!((0..2_000u64).all(|i| fixed.contains(&(i * 7 + 1))));
 }
 
+/// A packed, rate-driven growing filter saved by the build before the harmonic rate budget
+/// (`capacity(1000).false_positive_rate(0.01).expansion(2)`, keys 0..12000, 4 levels; width rule
+/// 2, the split budget). It loads with every item and the widths it was built with, grows on
+/// with that budget (the harmonic one would give level 4 14 bits, not 15), and saves and loads
+/// again as the same filter.
+#[test]
+fn a_snapshot_of_the_split_rate_budget_loads_and_grows_on_with_it() {
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/snapshots-v3");
+    let bytes = std::fs::read(format!("{data}/grown-packed-1k-to-12k.snapshot")).unwrap();
+    assert_eq!(
+        u32::from_le_bytes(bytes[12..16].try_into().unwrap()),
+        2,
+        "width rule 2"
+    );
+    let grown = CuckooFilter::from_bytes(&bytes).unwrap();
+    let widths = |f: &CuckooFilter| -> Vec<u32> {
+        f.level_stats().iter().map(|l| l.fingerprint_bits).collect()
+    };
+    assert_eq!(grown.layout(), Layout::Packed);
+    assert_eq!((grown.levels(), grown.len()), (4, 12_000));
+    assert_eq!(widths(&grown), [12, 13, 14, 14]);
+    assert!((0..12_000u64).all(|i| grown.contains(&i)));
+    grown.insert_many(12_000..40_000u64).unwrap();
+    assert_eq!(widths(&grown)[4..], [15, 15]);
+    let again = CuckooFilter::from_bytes(&grown.to_bytes()).unwrap();
+    assert_eq!(widths(&again), widths(&grown));
+    assert!((0..40_000u64).all(|i| again.contains(&i)));
+
+    // A filter built now with the same settings splits the rate the harmonic way.
+    let fresh = CuckooFilter::builder()
+        .capacity(1_000)
+        .false_positive_rate(0.01)
+        .expansion(2)
+        .build()
+        .unwrap();
+    fresh.insert_many(0..40_000u64).unwrap();
+    assert_eq!(widths(&fresh), [12, 13, 14, 14, 14, 14]);
+    let saved = fresh.to_bytes();
+    assert_eq!(
+        u32::from_le_bytes(saved[12..16].try_into().unwrap()),
+        3,
+        "width rule 3"
+    );
+    assert_eq!(
+        widths(&CuckooFilter::from_bytes(&saved).unwrap()),
+        widths(&fresh)
+    );
+}
+
+/// Version 2 builds knew width rules 1 and 2 only: a version 2 header naming rule 3 (the
+/// harmonic rate budget) is refused.
+#[test]
+fn a_version_2_snapshot_with_the_harmonic_rule_is_refused() {
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/snapshots-v2");
+    let bytes = std::fs::read(format!("{data}/grown-1k-to-6k.snapshot")).unwrap();
+    let mut words = words_of(&bytes);
+    assert_eq!(words[1] >> 32, 2, "width rule 2");
+    words[1] = words[1] & 0xFFFF_FFFF | 3 << 32;
+    assert!(matches!(
+        CuckooFilter::from_bytes(&resealed(words)),
+        Err(PersistError::InvalidParameter {
+            field: "width rule"
+        })
+    ));
+}
+
 /// The version 2 header's flags were reserved: a version 2 snapshot that names a layout there
 /// is refused, not read as a packed one.
 #[test]

@@ -32,7 +32,10 @@ const MAX_EXPANSION: u32 = 1 << 16;
 const MAX_LEVELS: u32 = 64;
 
 const RULE_FIXED_BITS: u32 = 1;
-const RULE_TARGET_RATE: u32 = 2;
+/// The target rate split by the earlier budget (`WidthRule::SplitRate`).
+const RULE_TARGET_RATE_SPLIT: u32 = 2;
+/// The target rate split by the harmonic budget (`WidthRule::Rate`).
+const RULE_TARGET_RATE: u32 = 3;
 
 /// The layout codes of the header's flags (version 3).
 const LAYOUTS: [(u16, LayoutKind); 3] = [
@@ -62,6 +65,7 @@ impl Header {
     pub(crate) fn encode(&self) -> [u64; HEADER_WORDS] {
         let (rule, bits, rate) = match self.plan.width {
             WidthRule::Fixed(bits) => (RULE_FIXED_BITS, bits, 0.0),
+            WidthRule::SplitRate(rate) => (RULE_TARGET_RATE_SPLIT, 0, rate),
             WidthRule::Rate(rate) => (RULE_TARGET_RATE, 0, rate),
         };
         [
@@ -103,8 +107,15 @@ impl Header {
             RULE_FIXED_BITS if (MIN_BITS..=MAX_BITS).contains(&bits) && w[4] == 0 => {
                 WidthRule::Fixed(bits)
             }
+            // Version 2 builds split the rate only the earlier way.
+            RULE_TARGET_RATE if version == 2 => return invalid("width rule"),
+            RULE_TARGET_RATE_SPLIT if bits == 0 && params::rate_is_valid(rate) => {
+                WidthRule::SplitRate(rate)
+            }
             RULE_TARGET_RATE if bits == 0 && params::rate_is_valid(rate) => WidthRule::Rate(rate),
-            RULE_FIXED_BITS | RULE_TARGET_RATE => return invalid("fingerprint width or rate"),
+            RULE_FIXED_BITS | RULE_TARGET_RATE_SPLIT | RULE_TARGET_RATE => {
+                return invalid("fingerprint width or rate")
+            }
             _ => return invalid("width rule"),
         };
         if factor > MAX_EXPANSION {
