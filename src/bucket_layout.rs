@@ -105,6 +105,8 @@ pub(crate) struct BucketLayout {
     access: Access,
     /// The low `stride` bits (all of them when the stride is 64 or more).
     stride_mask: u64,
+    /// The constants of a semi-sorted bucket's low-part search (unused by other kinds).
+    low_search: semi_sorted::LowSearch,
 }
 
 impl BucketLayout {
@@ -155,6 +157,7 @@ impl BucketLayout {
             span,
             access,
             stride_mask,
+            low_search: semi_sorted::LowSearch::new(bits),
         })
     }
 
@@ -288,7 +291,7 @@ impl BucketLayout {
     /// Whether a semi-sorted bucket of at most 64 bits ([`Access::Sorted64`]) holds `fp`.
     #[inline(always)]
     pub(crate) fn holds_sorted64(&self, bucket: &Bucket, fp: u64) -> bool {
-        semi_sorted::contains_narrow(self.bits(), bucket.parts[0], fp as u32)
+        semi_sorted::contains_narrow(&self.low_search, bucket.parts[0], fp as u32)
     }
 
     /// Whether a one-part bucket ([`Access::Within`] or [`Access::Straddling`]) holds `fp`.

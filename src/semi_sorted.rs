@@ -103,47 +103,84 @@ pub(crate) fn is_valid(f: u32, code: u128) -> bool {
     code >> encoded_bits(f) == 0 && (code as u32 & ((1 << INDEX_BITS) - 1)) < MULTISETS
 }
 
-/// The lanes whose low part equals `fp`'s, as bit `4k` for lane `k` (0 when none), by SWAR
-/// over the two pairs of `w`-bit low parts (the trick of `bucket_word::WordLayout::zero_lanes`).
-/// It reads no table, and a random miss finds no lane with probability about `1 - 4 / 2^w`, so
-/// most lookups of absent items stop at its first test.
-#[inline]
-fn low_part_lanes(f: u32, [pair0, pair1]: [u64; 2], fp: u32) -> u32 {
-    let w = f - 4;
-    if w == 0 {
-        return 0x1111;
+/// The SWAR constants of the low-part search for one width `f`: a table computes them once
+/// (see [`contains_narrow`]) rather than on every lookup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LowSearch {
+    f: u32,
+    /// Bits of a lane's low part, `f - 4`.
+    w: u32,
+    /// One low part's bits.
+    mask: u64,
+    /// Bit 0 of both low parts of a pair: multiplying repeats a value in both.
+    ones: u64,
+    /// The highest bit of both low parts.
+    highs: u64,
+    /// The bits of both low parts below their highest bit.
+    below_highs: u64,
+}
+
+impl LowSearch {
+    /// The constants for fingerprints of `f` bits (`f - 4` low bits, at most 28).
+    pub(crate) const fn new(f: u32) -> LowSearch {
+        let w = f - 4;
+        let mask = low_mask(f) as u64;
+        let ones = 1 | 1 << w;
+        let (highs, below_highs) = if w == 0 {
+            (0, 0)
+        } else {
+            (ones << (w - 1), ones * (mask >> 1))
+        };
+        LowSearch {
+            f,
+            w,
+            mask,
+            ones,
+            highs,
+            below_highs,
+        }
     }
-    let mask = u64::from(low_mask(f));
-    let ones = 1 | 1 << w;
-    let highs = ones << (w - 1);
-    let below_highs = ones * (mask >> 1);
-    let pattern = ones * (u64::from(fp) & mask);
-    // Per lane, adding the bits below the high bit to all-ones carries into the high bit exactly
-    // when one of them is set, and never out of the lane; bits above the pair are masked off.
-    let zero_lanes = |x: u64| !(((x & below_highs) + below_highs) | x | below_highs) & highs;
-    let (z0, z1) = (zero_lanes(pair0 ^ pattern), zero_lanes(pair1 ^ pattern));
-    if z0 | z1 == 0 {
-        return 0;
+
+    /// The lanes whose low part equals `fp`'s, as bit `4k` for lane `k` (0 when none), by SWAR
+    /// over the two pairs of `w`-bit low parts (the trick of `bucket_word::WordLayout::zero_lanes`).
+    /// It reads no table, and a random miss finds no lane with probability about `1 - 4 / 2^w`,
+    /// so most lookups of absent items stop at its first test.
+    #[inline(always)]
+    fn lanes(&self, [pair0, pair1]: [u64; 2], fp: u32) -> u32 {
+        let w = self.w;
+        if w == 0 {
+            return 0x1111;
+        }
+        let (highs, below_highs) = (self.highs, self.below_highs);
+        let pattern = self.ones * (u64::from(fp) & self.mask);
+        // Per lane, adding the bits below the high bit to all-ones carries into the high bit
+        // exactly when one of them is set, and never out of the lane; bits above the pair are
+        // masked off.
+        let zero_lanes = |x: u64| !(((x & below_highs) + below_highs) | x | below_highs) & highs;
+        let (z0, z1) = (zero_lanes(pair0 ^ pattern), zero_lanes(pair1 ^ pattern));
+        if z0 | z1 == 0 {
+            return 0;
+        }
+        // A pair's high bits sit at bits w - 1 and 2w - 1: move them to bits 0 and 4 (8 and 12).
+        let spread = |z: u64| {
+            let z = z >> (w - 1);
+            (z & 1) as u32 | (((z >> w) & 1) as u32) << 4
+        };
+        spread(z0) | spread(z1) << 8
     }
-    // A pair's high bits sit at bits w - 1 and 2w - 1: move them to bits 0 and 4 (8 and 12).
-    let spread = |z: u64| {
-        let z = z >> (w - 1);
-        (z & 1) as u32 | (((z >> w) & 1) as u32) << 4
-    };
-    spread(z0) | spread(z1) << 8
 }
 
 /// The lanes of `code` that hold `fp`, as bit `4k` for lane `k`: those whose low part and
 /// whose nibble both equal `fp`'s, without decoding the lanes.
 #[inline]
 fn matching_lanes(f: u32, code: u128, fp: u32) -> u32 {
-    lanes_matching(f, code as usize, low_pairs(f, code), fp)
+    lanes_matching(&LowSearch::new(f), code as usize, low_pairs(f, code), fp)
 }
 
 /// `matching_lanes` from the code's low bits (its index) and its low pairs (`low_pairs`).
 #[inline]
-fn lanes_matching(f: u32, low_bits: usize, pairs: [u64; 2], fp: u32) -> u32 {
-    let low = low_part_lanes(f, pairs, fp);
+fn lanes_matching(search: &LowSearch, low_bits: usize, pairs: [u64; 2], fp: u32) -> u32 {
+    let (f, low) = (search.f, search.lanes(pairs, fp));
     if low == 0 {
         return 0;
     }
@@ -173,13 +210,13 @@ pub(crate) fn contains(f: u32, code: u128, fp: u32) -> bool {
     matching_lanes(f, code, fp) != 0
 }
 
-/// `contains` for a code that fits a `u64` (`f` at most 17): only `u64` shifts.
-#[inline]
-pub(crate) fn contains_narrow(f: u32, code: u64, fp: u32) -> bool {
-    debug_assert!(encoded_bits(f) <= 64);
-    let w = f - 4;
-    let pairs = [code >> INDEX_BITS, code >> (INDEX_BITS + 2 * w)];
-    lanes_matching(f, code as usize, pairs, fp) != 0
+/// `contains` for a code that fits a `u64` (`f` at most 17): only `u64` shifts, and the
+/// width's constants computed once (`search` is `LowSearch::new(f)`).
+#[inline(always)]
+pub(crate) fn contains_narrow(search: &LowSearch, code: u64, fp: u32) -> bool {
+    debug_assert!(encoded_bits(search.f) <= 64);
+    let pairs = [code >> INDEX_BITS, code >> (INDEX_BITS + 2 * search.w)];
+    lanes_matching(search, code as usize, pairs, fp) != 0
 }
 
 /// How many lanes of `code` hold `fp` (a fingerprint, `1..2^f`).
@@ -245,6 +282,10 @@ mod tests {
         let want_count = lanes.iter().filter(|&&v| v == fp).count() as u32;
         let ctx = format!("f={f} {lanes:?} fp={fp}");
         assert_eq!(contains(f, code, fp), want_count > 0, "contains {ctx}");
+        if encoded_bits(f) <= 64 {
+            let narrow = contains_narrow(&LowSearch::new(f), code as u64, fp);
+            assert_eq!(narrow, want_count > 0, "contains_narrow {ctx}");
+        }
         assert_eq!(count(f, code, fp), want_count, "count {ctx}");
         let want_occupied = lanes.iter().filter(|&&v| v != 0).count() as u32;
         assert_eq!(occupied(f, code), want_occupied, "occupied {ctx}");

@@ -6,6 +6,9 @@ use crate::hashing::{ItemKey, Narrowed};
 use crate::stripe::Stripe;
 use crate::sync::{reader_pause, Ordering};
 
+/// Where a key's two buckets start: each one's first word and the bit in it.
+type PairAt = ((usize, u32), (usize, u32));
+
 /// The outcome of a lookup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Lookup {
@@ -158,46 +161,60 @@ impl Table {
         let (a, b) = self.buckets_of(key);
         let fp = key.fingerprint;
         // Where each bucket starts, once for both reads below.
-        let (at_a, at_b) = (self.locate_as::<A>(a), self.locate_as::<A>(b));
-        let (words, span) = (&*self.words, self.layout.span());
-        let load_pair = || {
-            (
-                Self::words_in::<A>(words, span, at_a, Ordering::Acquire),
-                Self::words_in::<A>(words, span, at_b, Ordering::Acquire),
-            )
-        };
-        let buckets = |(in_a, in_b): ([u64; 3], [u64; 3])| {
-            (
-                self.bucket_from::<A>(in_a, at_a.1),
-                self.bucket_from::<A>(in_b, at_b.1),
-            )
-        };
-        let holds_either = |words| {
-            let (first, second) = buckets(words);
-            // `|`, not `||`, as in `holds_either`.
-            self.holds_as::<A>(&first, fp) | self.holds_as::<A>(&second, fp)
-        };
+        let at = (self.locate_as::<A>(a), self.locate_as::<A>(b));
         // A hit needs no validation: look before touching the stripe at all. Under concurrent
         // writes this matters most: the stripe's line is the one every writer of these buckets
         // rewrites, and a reader that skips it skips those cache misses.
-        let seen = load_pair();
-        if holds_either(seen) {
+        let seen = self.words_of_pair::<A>(at);
+        if self.pair_holds::<A>(seen, at, fp) {
             return (Lookup::Present, 0);
         }
         // The seqlock read: version, then the words again (cached now), then the version.
         let check = self.miss_check(a, b);
         let begun = check.begin();
-        let now = load_pair();
+        let now = self.words_of_pair::<A>(at);
         // Unchanged words cannot hold `fp` now either: skip the test.
         let unchanged =
             Self::same_words::<A>(&now.0, &seen.0) && Self::same_words::<A>(&now.1, &seen.1);
-        if !unchanged && holds_either(now) {
+        if !unchanged && self.pair_holds::<A>(now, at, fp) {
             return (Lookup::Present, 0);
         }
         if check.validate(begun) {
             return (Lookup::Absent, 0);
         }
-        self.lookup_contended(a, b, fp, buckets(now))
+        self.lookup_contended(a, b, fp, self.buckets_from::<A>(now, at))
+    }
+
+    /// The words of a key's two buckets, which start at `at` (see `locate_as`): Acquire loads,
+    /// the primary's first.
+    #[inline(always)]
+    fn words_of_pair<const A: u8>(&self, (at_a, at_b): PairAt) -> ([u64; 3], [u64; 3]) {
+        let (words, span) = (&*self.words, self.layout.span());
+        (
+            Self::words_in::<A>(words, span, at_a, Ordering::Acquire),
+            Self::words_in::<A>(words, span, at_b, Ordering::Acquire),
+        )
+    }
+
+    /// The two buckets in the words `words_of_pair` read.
+    #[inline(always)]
+    fn buckets_from<const A: u8>(
+        &self,
+        (in_a, in_b): ([u64; 3], [u64; 3]),
+        (at_a, at_b): PairAt,
+    ) -> (Bucket, Bucket) {
+        (
+            self.bucket_from::<A>(in_a, at_a.1),
+            self.bucket_from::<A>(in_b, at_b.1),
+        )
+    }
+
+    /// Whether either bucket in the words `words_of_pair` read holds `fp`.
+    #[inline(always)]
+    fn pair_holds<const A: u8>(&self, words: ([u64; 3], [u64; 3]), at: PairAt, fp: u64) -> bool {
+        let (first, second) = self.buckets_from::<A>(words, at);
+        // `|`, not `||`, as in `holds_either`.
+        self.holds_as::<A>(&first, fp) | self.holds_as::<A>(&second, fp)
     }
 
     /// The rest of a lookup whose first validation failed: the re-read of `a`, then further
