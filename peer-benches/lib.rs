@@ -73,3 +73,14 @@ pub fn quick_args(extra: &[&str]) -> (usize, Vec<(String, String)>) {
     }
     (rounds, values)
 }
+
+/// The value of a quick bench's count flag (`--items 1_000_000`): a positive number, `_`
+/// allowed between digits; anything else stops the bench with the flag's usage.
+pub fn positive_count(flag: &str, value: &str) -> usize {
+    value
+        .replace('_', "")
+        .parse()
+        .ok()
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| panic!("{flag} N (N > 0)"))
+}

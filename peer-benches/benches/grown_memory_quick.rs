@@ -21,7 +21,7 @@
 //! target, the widths of the levels, and their items / capacity at the last checkpoint.
 
 use atomic_cuckoo::CuckooFilter;
-use peer_benches::{quick_args, splitmix};
+use peer_benches::{positive_count, quick_args, splitmix};
 
 /// Each target's keys come from SplitMix64 seeded with `SEED`.
 const SEED: u64 = 0x6_0A11;
@@ -43,20 +43,12 @@ fn options() -> Run {
         probes: 1_000_000,
         rates: vec![0.01, 0.001],
     };
-    let count = |flag: &str, value: &str| -> usize {
-        value
-            .replace('_', "")
-            .parse()
-            .ok()
-            .filter(|&n| n > 0)
-            .unwrap_or_else(|| panic!("{flag} N (N > 0)"))
-    };
     for (flag, value) in values {
         match flag.as_str() {
-            "--from" => run.from = count(&flag, &value),
-            "--to" => run.to = count(&flag, &value),
-            "--step" => run.step = count(&flag, &value),
-            "--probes" => run.probes = count(&flag, &value),
+            "--from" => run.from = positive_count(&flag, &value),
+            "--to" => run.to = positive_count(&flag, &value),
+            "--step" => run.step = positive_count(&flag, &value),
+            "--probes" => run.probes = positive_count(&flag, &value),
             "--rates" => {
                 run.rates = value
                     .split(',')

@@ -37,7 +37,7 @@ use std::time::Instant;
 
 use atomic_cuckoo::{Builder, CuckooFilter};
 
-use peer_benches::{quick_args, splitmix};
+use peer_benches::{positive_count, quick_args, splitmix};
 
 /// Round `r`'s keys come from SplitMix64 seeded with `SEED + r`.
 const SEED: u64 = 0x3E3_0A7E;
@@ -72,18 +72,10 @@ fn options() -> Run {
         probes: 4_000_000,
         csv: None,
     };
-    let count = |flag: &str, value: &str| -> usize {
-        value
-            .replace('_', "")
-            .parse()
-            .ok()
-            .filter(|&n| n > 0)
-            .unwrap_or_else(|| panic!("{flag} N (N > 0)"))
-    };
     for (flag, value) in values {
         match flag.as_str() {
-            "--items" => run.items = count(&flag, &value),
-            "--probes" => run.probes = count(&flag, &value),
+            "--items" => run.items = positive_count(&flag, &value),
+            "--probes" => run.probes = positive_count(&flag, &value),
             _ => run.csv = Some(value),
         }
     }
