@@ -1,5 +1,5 @@
 #![doc = include_str!("crate_docs.md")]
-// Inside the crate (the README has the design and the development notes):
+// Inside the crate (docs/DESIGN.md has the design):
 //
 // | module | what it holds |
 // |---|---|
