@@ -120,56 +120,37 @@ mod real {
     impl BucketWords {
         /// Gives the memory of the words back to the OS while they stay readable (and read as
         /// zero), for a table that is empty and that no writer will store into again (a released
-        /// level, see `Table::release_if_empty`). Returns how many bytes were given back: the
-        /// whole mapping of a mapped table; the whole pages inside a heap allocation of at least
-        /// `HUGE_PAGE` bytes; nothing for a smaller table, or elsewhere than on Linux.
+        /// level, see `Table::release_if_empty`). Returns how many bytes of words were given
+        /// back: all of a mapped table's; none of a table from the global allocator (small
+        /// tables, restored ones), whose memory may not be ours to advise: an allocator may back
+        /// it with a private file mapping, which MADV_DONTNEED would read back from the file.
         ///
         /// Every word must be zero, and no thread may store a non-zero value into one from now
         /// on: the pages are replaced with fresh zero-filled ones, so a non-zero value would be
         /// lost.
         pub(crate) fn give_back(&self) -> usize {
             #[cfg(target_os = "linux")]
-            {
-                let (start, len) = match &self.owner {
-                    Owner::Mapped(mapping) => (mapping.base.as_ptr(), mapping.len),
-                    Owner::Heap(layout) if layout.size() >= HUGE_PAGE => {
-                        whole_pages(self.ptr.as_ptr().cast::<u8>(), layout.size())
-                    }
-                    Owner::Heap(_) => return 0,
-                };
-                if len == 0 {
-                    return 0;
-                }
-                // SAFETY: `[start, start + len)` lies inside memory we own until drop: our own
-                // mapping, or whole pages inside our heap allocation (no allocator metadata lies
-                // inside an allocation while it is live). MADV_DONTNEED on private anonymous
-                // memory leaves the range mapped and readable; its next touch gets a zero-filled
-                // page. So no access faults or reads freed memory, and no value changes: every
-                // word is zero now and no thread stores into them again (the caller's promise),
-                // so every load, before or after the advice, returns zero, and the slack pages
-                // of a mapping were never touched. The memory stays ours; only its backing
-                // pages go back to the kernel.
+            if let Owner::Mapped(mapping) = &self.owner {
+                // SAFETY: `[base, base + len)` is exactly our own private anonymous mapping,
+                // live until drop. MADV_DONTNEED leaves it mapped and readable; the next touch
+                // of a page gets a zero-filled one. So no access faults or reads freed memory,
+                // and no value changes: every word is zero now and no thread stores into them
+                // again (the caller's promise), so every load, before or after the advice,
+                // returns zero (and the slack pages were never touched). The memory stays
+                // ours; only its backing pages go back to the kernel.
                 let rc = unsafe {
-                    libc::madvise(start.cast::<libc::c_void>(), len, libc::MADV_DONTNEED)
+                    libc::madvise(
+                        mapping.base.as_ptr().cast::<libc::c_void>(),
+                        mapping.len,
+                        libc::MADV_DONTNEED,
+                    )
                 };
                 if rc == 0 {
-                    return len.min(self.len * 8);
+                    return self.len * 8;
                 }
             }
             0
         }
-    }
-
-    /// The whole pages inside `[start, start + len)`: their start and length (0 if none).
-    #[cfg(target_os = "linux")]
-    fn whole_pages(start: *mut u8, len: usize) -> (*mut u8, usize) {
-        // SAFETY: sysconf only reads a system setting.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        let page = usize::try_from(page).unwrap_or(4096).max(1);
-        let offset = start.align_offset(page);
-        let whole = len.saturating_sub(offset) / page * page;
-        // In bounds: `offset + whole <= len` (or `whole` is 0 and nothing is advised).
-        (start.wrapping_add(offset), whole)
     }
 
     #[cfg(all(test, target_os = "linux"))]
