@@ -16,11 +16,18 @@ cd "$(dirname "$0")/.."
 # lookup that takes the misses of its one pass over the sub-filters as proven); one for the
 # one-pass lookup over a grown filter's levels (misses taken as proven, model 14); two for packed
 # buckets (model 15: a stripe per bucket, so that writers of different stripes load and store one
-# word; a move's erase of a straddling lane that stores only its last word with Release).
+# word; a move's erase of a straddling lane that stores only its last word with Release); two for
+# released levels (model 16: a writer that does not check the level's released flag, a release
+# that checks for zeros without freezing the level).
+# Arguments, if any, name the mutants to run instead of all of them.
 mutants=(no_version_check no_release_fence erase_before_copy fence_between_locks move_locks_one_stripe
     unnested_levels unique_trusts_unproven writer_ignores_freeze freeze_through_version
     rb_no_path_locks rb_erase_before_copy rb_plain_store rb_unvalidated_miss levels_unvalidated_miss
-    words_shared_by_stripes erase_release_last_word_only compact_one_stripe_miss)
+    words_shared_by_stripes erase_release_last_word_only compact_one_stripe_miss
+    release_ignores_writers release_without_freeze)
+if [ "$#" -gt 0 ]; then
+    mutants=("$@")
+fi
 preemptions="${LOOM_MAX_PREEMPTIONS:-2}"
 survivors=()
 # One target directory for every mutant: each mutant's flags rebuild the whole tree anyway, and

@@ -28,6 +28,9 @@ pub struct LevelStats {
     pub memory_usage: usize,
     /// Expected false-positive rate of the level at its current load.
     pub false_positive_rate: f64,
+    /// Whether the level was released (see [`CuckooFilter::release_empty_levels`]): it is
+    /// empty, receives no items, and lookups skip it.
+    pub released: bool,
 }
 
 /// A concurrent cuckoo filter: an approximate set with deletions, shared by reference
@@ -193,7 +196,8 @@ impl<S> CuckooFilter<S> {
         self.levels.item_capacity()
     }
 
-    /// Total fingerprint slots (buckets × slots per bucket) in all levels: the most items the
+    /// Total fingerprint slots (buckets × slots per bucket) in all levels but the released ones
+    /// (see [`release_empty_levels`](CuckooFilter::release_empty_levels)): the most items the
     /// tables could ever hold, more than [`capacity`](CuckooFilter::capacity).
     ///
     /// ```
@@ -235,13 +239,15 @@ impl<S> CuckooFilter<S> {
                     fingerprint_bits: t.layout().bits(),
                     memory_usage: t.heap_bytes(),
                     false_positive_rate: params::expected_false_positive_rate(t.layout(), load),
+                    released: t.is_released(),
                 }
             })
             .collect()
     }
 
     /// Number of levels: 1, plus one for each time a growing filter (see
-    /// [`Builder::expansion`](crate::Builder::expansion)) grew.
+    /// [`Builder::expansion`](crate::Builder::expansion)) grew. Released levels
+    /// ([`release_empty_levels`](CuckooFilter::release_empty_levels)) still count.
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
@@ -263,7 +269,8 @@ impl<S> CuckooFilter<S> {
 
     /// Expected probability that `contains` returns `true` for an item that was never inserted,
     /// at the current load: `1 - (1 - 1/(2^f - 1))^(2 · slots · load)`, about
-    /// `2 · slots · load / 2^f`; for a filter with several levels, `1 - Π(1 - rate of level i)`.
+    /// `2 · slots · load / 2^f`; for a filter with several levels, `1 - Π(1 - rate of level i)`
+    /// over the levels a lookup probes (not the released ones).
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::builder().capacity(1_000).build().unwrap();
@@ -307,7 +314,8 @@ impl<S> CuckooFilter<S> {
     }
 
     /// Bytes of memory held by the filter: every level's table and lock stripes, and the filter
-    /// itself. A growing filter whose newest level is near capacity may also be preparing the
+    /// itself, less the memory that released levels gave back to the OS (see
+    /// [`release_empty_levels`](CuckooFilter::release_empty_levels)). A growing filter whose newest level is near capacity may also be preparing the
     /// next level in the background (large levels on huge pages, see
     /// [growth](crate#growth)); that memory is counted once the level is added, and
     /// [`clear`](CuckooFilter::clear), [`shrink_to_fit`](CuckooFilter::shrink_to_fit) and
@@ -336,13 +344,15 @@ impl<S> CuckooFilter<S> {
     ///
     /// A growing filter keeps its levels, empty (their memory cannot be freed while other
     /// threads may read them), and goes on inserting into the newest: its
-    /// [`capacity`](CuckooFilter::capacity) becomes that level's. To go back to one level and
-    /// free the rest, call [`shrink_to_fit`](CuckooFilter::shrink_to_fit) once the filter is
-    /// no longer shared.
+    /// [`capacity`](CuckooFilter::capacity) becomes that level's. Levels released before stay
+    /// released; the others are ordinary empty levels, which
+    /// [`release_empty_levels`](CuckooFilter::release_empty_levels) can release afterwards
+    /// (all but the newest). To go back to one level and free the rest, call
+    /// [`shrink_to_fit`](CuckooFilter::shrink_to_fit) once the filter is no longer shared.
     ///
     /// Memory: the filter keeps every level's table and lock stripes, all that
     /// [`memory_usage`](CuckooFilter::memory_usage) counts, and all of it resident (the clear
-    /// writes every bucket). A next level being prepared ahead is freed (the clear waits for the
+    /// writes every bucket of the levels not released). A next level being prepared ahead is freed (the clear waits for the
     /// thread preparing it to finish first), so afterwards the filter holds no more than
     /// `memory_usage` reports.
     ///
@@ -365,7 +375,9 @@ impl<S> CuckooFilter<S> {
     }
 
     /// Frees the levels a growing filter added, newest first, as long as they are empty (the
-    /// first level always stays). Takes `&mut self`: no other thread may be reading them.
+    /// first level always stays), then releases the empty levels left below the newest (see
+    /// [`release_empty_levels`](CuckooFilter::release_empty_levels)). Takes `&mut self`: no
+    /// other thread may be reading the levels it frees.
     ///
     /// ```
     /// let mut filter = atomic_cuckoo::CuckooFilter::builder()
@@ -382,6 +394,53 @@ impl<S> CuckooFilter<S> {
     /// ```
     pub fn shrink_to_fit(&mut self) {
         self.levels.shrink_to_fit();
+    }
+
+    /// Releases the empty levels of a growing filter, all but the newest (where inserts go),
+    /// while other threads go on using it; returns how many levels this call released.
+    ///
+    /// A filter used as a sliding window (new items inserted, expiring ones removed) empties its
+    /// older levels as the window moves past them; kept, they would hold their memory and be
+    /// probed by every lookup. A released level is still counted by
+    /// [`levels`](CuckooFilter::levels) and keeps its place, but it holds no item, never
+    /// receives one again (an insert that was aiming at it goes to the newest level instead),
+    /// and lookups, counts and removes skip it. Its memory goes back to the operating system
+    /// on Linux for a level of at least 2 MiB of buckets, which has a mapping of its own;
+    /// smaller levels (and the levels of a filter restored from a snapshot, which come from
+    /// the allocator) keep their memory, but are skipped all the same.
+    /// [`memory_usage`](CuckooFilter::memory_usage) stops counting what was given back,
+    /// [`slots`](CuckooFilter::slots) the released levels' slots, and
+    /// [`false_positive_rate`](CuckooFilter::false_positive_rate) their rates.
+    ///
+    /// Each level that looks empty is frozen while its buckets are checked: writers to that
+    /// level (inserts aiming at it, and removes, which pass through every level) wait that
+    /// long, readers do not. Only one release, save, clear or clone runs at a time, and none
+    /// while a level is being added. A filter that does not grow has nothing to release.
+    /// A snapshot or a clone holds a released level as an ordinary empty one. Called from
+    /// inside a save of the same filter (its destination), this releases nothing and returns 0.
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::CuckooFilter::builder()
+    ///     .capacity(1_000)
+    ///     .expansion(2)
+    ///     .build()?;
+    /// // A sliding window of 5,000 ids over 50,000: the first levels fill, then empty.
+    /// for id in 0..50_000u64 {
+    ///     filter.insert(&id).unwrap();
+    ///     if id >= 5_000 {
+    ///         filter.remove(&(id - 5_000));
+    ///     }
+    /// }
+    /// let (levels, rate) = (filter.levels(), filter.false_positive_rate());
+    /// let released = filter.release_empty_levels();
+    /// assert!(released > 0 && released < levels);
+    /// assert!(filter.false_positive_rate() <= rate);
+    /// assert_eq!(filter.len(), 5_000);
+    /// assert!((45_000..50_000u64).all(|id| filter.contains(&id)));
+    /// # Ok::<(), atomic_cuckoo::BuildError>(())
+    /// ```
+    pub fn release_empty_levels(&self) -> usize {
+        self.levels.release_empty_levels()
     }
 
     pub(crate) fn levels_ref(&self) -> &Levels {

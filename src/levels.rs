@@ -8,7 +8,13 @@
 //!
 //! Levels are append-only and never freed while the filter is shared (only
 //! `shrink_to_fit(&mut self)` drops empty ones), so readers need no reclamation scheme and
-//! never wait: they load the count and look at every published level.
+//! never wait: they load the count and look at every published level but the released ones.
+//!
+//! An older level found empty may be *released* (`release_empty_levels`): frozen, checked to
+//! be all zeros, marked, and its memory given back to the OS while it stays mapped (it reads
+//! as zeros). No writer stores into a released level again (an insert that finds it released
+//! under its stripes retries at the newest level, see `Table::release_if_empty`), so lookups
+//! and removes skip it: it has nothing to find. The newest level is never released.
 //!
 //! Inserts go to the newest level; lookups, counts and removes look at every level, newest
 //! first. `insert_unique` uses the item's level-0 bucket pair as a gate: holding its stripes,
@@ -25,7 +31,7 @@ use crate::error::InsertError;
 use crate::hashing::ItemKey;
 use crate::params;
 use crate::stripe::FreezeGuard;
-use crate::sync::{AtomicUsize, GrowLock, Ordering};
+use crate::sync::{AtomicU64, AtomicUsize, GrowLock, Ordering};
 use crate::table::{
     Limits, Lookup, Multiset, NoRoom, PairState, Placed, Table, TableShape, Unique, BATCH,
     PREFETCH_AHEAD,
@@ -307,6 +313,10 @@ pub(crate) struct Levels {
     more: Box<[OnceLock<Table>]>,
     /// Published levels, the first included (>= 1).
     published: AtomicUsize,
+    /// Bit `i` set: level `i` was released (its table's flag was set first). Lookups load it
+    /// once and probe only the other levels; filters have at most 64 levels (the builder's
+    /// and the snapshot format's limit).
+    released: AtomicU64,
     grow_lock: GrowLock,
     plan: GrowthPlan,
     limits: Limits,
@@ -328,6 +338,7 @@ impl Levels {
             first,
             more: (0..extra).map(|_| OnceLock::new()).collect(),
             published: AtomicUsize::new(1),
+            released: AtomicU64::new(0),
             grow_lock: GrowLock::new(),
             plan,
             limits,
@@ -386,6 +397,12 @@ impl Levels {
         &self.first
     }
 
+    /// Adds a level now, as an insert that found the newest full would (loom models race it).
+    #[cfg(loom)]
+    pub(crate) fn add_level(&self) -> Result<(), InsertError> {
+        self.grow(self.count())
+    }
+
     /// Number of published levels.
     #[inline]
     pub(crate) fn count(&self) -> usize {
@@ -427,7 +444,23 @@ impl Levels {
         if count == 1 {
             return self.first.lookup(self.first.key(hash));
         }
-        self.lookup_levels(count, hash)
+        let probed = self.probed(count);
+        if probed == 1 << (count - 1) {
+            // Every older level released: a lookup of the newest alone.
+            let newest = self.level(count - 1);
+            return newest.lookup(newest.key(hash));
+        }
+        self.lookup_levels(count, probed, hash)
+    }
+
+    /// The levels below `count` that a lookup probes: bit `i` set for level `i` unless it was
+    /// released. The newest level is never released, so its bit is always set.
+    #[inline]
+    fn probed(&self, count: usize) -> u64 {
+        let published = u64::MAX >> (64 - count);
+        // Relaxed: skipping needs no ordering (see `Table::is_released`): a bit is set only
+        // after its level was released, and a bit not seen yet only costs a probe.
+        published & !self.released.load(Ordering::Relaxed)
     }
 
     /// A lookup over `count > 1` levels, newest first, in passes of up to `PROBED` levels.
@@ -443,8 +476,11 @@ impl Levels {
     /// its version load to its validation; a miss that fails validation gets that level's
     /// ordinary lookup, from the start. (The intervals of one pass even share a moment, between
     /// its last version load and its first validation.)
+    ///
+    /// Only the levels in `probed` (see `probed`) are read: the others were released, and
+    /// hold nothing.
     #[inline(never)]
-    fn lookup_levels(&self, count: usize, hash: u64) -> Lookup {
+    fn lookup_levels(&self, count: usize, probed: u64, hash: u64) -> Lookup {
         if cfg!(loom_mutant = "unnested_levels") {
             // Levels that do not nest have keys of their own.
             return Lookup::over(self.newest_first().map(|t| t.lookup(t.key(hash))));
@@ -458,6 +494,9 @@ impl Levels {
             let low = top.saturating_sub(PROBED);
             let mut begun = [0u64; PROBED];
             for (begun, level) in begun.iter_mut().zip((low..top).rev()) {
+                if probed & 1 << level == 0 {
+                    continue;
+                }
                 let table = self.level(level);
                 let at = table
                     .mapper()
@@ -471,6 +510,9 @@ impl Levels {
                 *begun = version;
             }
             for (&begun, level) in begun.iter().zip((low..top).rev()) {
+                if probed & 1 << level == 0 {
+                    continue;
+                }
                 let table = self.level(level);
                 let at = table
                     .mapper()
@@ -526,6 +568,7 @@ impl Levels {
             }
             return;
         }
+        let probed = self.probed(count);
         let newest = self.level(count - 1);
         let mut pairs = [(0usize, 0usize); BATCH];
         for i in 0..n {
@@ -542,6 +585,9 @@ impl Levels {
         let mut begun = [0u64; BATCH];
         let mut words = [(Bucket::default(), Bucket::default()); BATCH];
         for level in (0..count).rev() {
+            if probed & 1 << level == 0 {
+                continue;
+            }
             let table = self.level(level);
             let at = |i: usize| {
                 table
@@ -603,12 +649,17 @@ impl Levels {
     }
 
     pub(crate) fn count_copies(&self, hash: u64) -> usize {
-        self.all().map(|t| t.count(t.key(hash))).sum()
+        self.all()
+            .filter(|t| !t.is_released())
+            .map(|t| t.count(t.key(hash)))
+            .sum()
     }
 
-    /// Removes one copy, from the newest level that has one.
+    /// Removes one copy, from the newest level that has one (a released level has none).
     pub(crate) fn remove(&self, hash: u64) -> bool {
-        self.newest_first().any(|t| t.remove(t.key(hash)))
+        self.newest_first()
+            .filter(|t| !t.is_released())
+            .any(|t| t.remove(t.key(hash)))
     }
 
     /// Inserts one copy into the newest level, growing when it is full.
@@ -620,10 +671,13 @@ impl Levels {
             let newest = self.level(levels - 1);
             let key = newest.key(hash);
             match newest.insert(key, Multiset) {
-                Ok(_) => {
+                Ok(Placed::Inserted | Placed::AlreadyPresent) => {
                     self.after_insert(levels, hash);
                     return Ok(());
                 }
+                // A newer level was added meanwhile and this one released: the count loaded
+                // next is larger (see `Table::released_for_writers`).
+                Ok(Placed::LevelReleased) => {}
                 Err(NoRoom) => self.after_no_room(levels, newest, key, &mut retries)?,
             }
         }
@@ -685,6 +739,8 @@ impl Levels {
                     return Ok(true);
                 }
                 Ok(Placed::AlreadyPresent) => return Ok(false),
+                // As in `insert`: the target level was released, so a newer one exists.
+                Ok(Placed::LevelReleased) => {}
                 Err(NoRoom) => {
                     let newest = self.level(target);
                     self.after_no_room(levels, newest, newest.key(hash), &mut retries)?;
@@ -781,7 +837,7 @@ impl Levels {
     fn maybe_in(&self, range: impl std::ops::RangeBounds<usize>, hash: u64) -> bool {
         (0..self.count()).filter(|i| range.contains(i)).any(|i| {
             let t = self.level(i);
-            t.holds(t.key(hash))
+            !t.is_released() && t.holds(t.key(hash))
         })
     }
 
@@ -825,9 +881,12 @@ impl Levels {
         self.all().map(Table::len).sum()
     }
 
-    /// Slots in all levels.
+    /// Slots in all levels but the released ones (which never hold an item again).
     pub(crate) fn slots(&self) -> usize {
-        self.all().map(Table::slots).sum()
+        self.all()
+            .filter(|t| !t.is_released())
+            .map(Table::slots)
+            .sum()
     }
 
     /// Distinct items the levels hold before an insert adds a level: what the older levels
@@ -839,16 +898,65 @@ impl Levels {
         older + self.level(newest).item_capacity()
     }
 
-    /// Drops the newest levels while they are empty, keeping the first; exclusive access.
+    /// Drops the newest levels while they are empty (released ones included), keeping the
+    /// first, then releases the empty older levels; exclusive access. A released level left as
+    /// the newest (only the first can be: a released level is empty) is made an ordinary one
+    /// again, since inserts go there.
     pub(crate) fn shrink_to_fit(&mut self) {
         let mut published = self.count();
         while published > 1 && self.level(published - 1).len() == 0 {
             self.more[published - 2].take();
             published -= 1;
         }
+        let newest = match published {
+            1 => &mut self.first,
+            n => self.more[n - 2]
+                .get_mut()
+                .expect("a published level is set"),
+        };
+        newest.unrelease();
         // A level prepared ahead is for the level after the old newest one.
         self.discard_prepared();
         self.published.store(published, Ordering::Relaxed);
+        // The levels kept below the newest keep their bits; the newest and the dropped ones
+        // have none. Relaxed: `&mut self`.
+        let below_newest = (1u64 << (published - 1)) - 1;
+        let kept = self.released.load(Ordering::Relaxed) & below_newest;
+        self.released.store(kept, Ordering::Relaxed);
+        self.release_empty_levels();
+    }
+
+    /// Releases every empty level but the newest (see `Table::release_if_empty`); returns how
+    /// many were released by this call.
+    ///
+    /// Holds the grow lock, which serializes it with saves, clears and copies (a level's freeze
+    /// has one closer at a time) and with growth. No level is released that was the newest in
+    /// the count loaded here; the count only grows meanwhile, so none is ever the newest when
+    /// released. Levels that do not look empty (their item counters) are not frozen at all;
+    /// one that looks empty is frozen while its words are checked, so writers to it (removes
+    /// passing through it, stale inserts) wait that long.
+    ///
+    /// Returns 0 on the thread that is saving this filter (from inside the save's destination):
+    /// taking the grow lock there would wait forever.
+    pub(crate) fn release_empty_levels(&self) -> usize {
+        if self.more.is_empty() {
+            return 0;
+        }
+        let Some(_this_thread) = FreezingHere::enter(self) else {
+            return 0;
+        };
+        let _no_growth = self.grow_lock.lock();
+        let count = self.count();
+        let mut released = 0;
+        for i in 0..count - 1 {
+            let table = self.level(i);
+            if !table.is_released() && table.len() == 0 && table.release_if_empty() {
+                // Relaxed: only lookups read the mask, and need no ordering (see `probed`).
+                self.released.fetch_or(1 << i, Ordering::Relaxed);
+                released += 1;
+            }
+        }
+        released
     }
 
     /// Heap memory of all levels and the level slots.
@@ -856,10 +964,12 @@ impl Levels {
         self.all().map(Table::heap_bytes).sum::<usize>() + std::mem::size_of_val(&*self.more)
     }
 
-    /// Expected rate of a lookup over all levels: `1 - Π(1 - rate_i)`.
+    /// Expected rate of a lookup over all levels it probes (released ones are skipped):
+    /// `1 - Π(1 - rate_i)`.
     pub(crate) fn false_positive_rate(&self) -> f64 {
         let miss_all: f64 = self
             .all()
+            .filter(|t| !t.is_released())
             .map(|t| {
                 let load = t.len() as f64 / t.slots() as f64;
                 1.0 - params::expected_false_positive_rate(t.layout(), load)
@@ -870,7 +980,8 @@ impl Levels {
 
     /// Empties every level, keeping them all: freeing a level would need every reader gone,
     /// and unpublishing one would strand a writer that chose it before the clear (see
-    /// `shrink_to_fit`). Writers wait meanwhile, as for a save; readers do not. Then frees the
+    /// `shrink_to_fit`). Released levels stay released (and are not written: they are zeros
+    /// already); the others stay unreleased, empty, until `release_empty_levels`. Writers wait meanwhile, as for a save; readers do not. Then frees the
     /// level prepared ahead, which no reader can see: after the sweep, so that a check for
     /// preparing that starts later finds the levels empty and prepares nothing.
     ///

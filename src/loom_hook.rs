@@ -251,6 +251,20 @@ pub fn place_in(filter: &CuckooFilter<PassThrough>, level: usize, bucket: usize,
     filter.levels_ref().level(level).place_raw(bucket, fp)
 }
 
+/// Adds a level to a growing filter now, as an insert that found the newest level full would.
+pub fn grow(filter: &CuckooFilter<PassThrough>) {
+    filter
+        .levels_ref()
+        .add_level()
+        .expect("room for another level");
+}
+
+/// Items in level `level`, and whether it was released.
+pub fn level_state(filter: &CuckooFilter<PassThrough>, level: usize) -> (usize, bool) {
+    let table = filter.levels_ref().level(level);
+    (table.len(), table.is_released())
+}
+
 /// The full outcome of `contains(item)` over every level.
 pub fn lookup_all(filter: &CuckooFilter<PassThrough>, item: u64) -> Outcome {
     outcome(filter.levels_ref().lookup(item))

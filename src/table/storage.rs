@@ -117,6 +117,42 @@ mod real {
         }
     }
 
+    impl BucketWords {
+        /// Gives the memory of the words back to the OS while they stay readable (and read as
+        /// zero), for a table that is empty and that no writer will store into again (a released
+        /// level, see `Table::release_if_empty`). Returns how many bytes of words were given
+        /// back: all of a mapped table's; none of a table from the global allocator (small
+        /// tables, restored ones), whose memory may not be ours to advise: an allocator may back
+        /// it with a private file mapping, which MADV_DONTNEED would read back from the file.
+        ///
+        /// Every word must be zero, and no thread may store a non-zero value into one from now
+        /// on: the pages are replaced with fresh zero-filled ones, so a non-zero value would be
+        /// lost.
+        pub(crate) fn give_back(&self) -> usize {
+            #[cfg(target_os = "linux")]
+            if let Owner::Mapped(mapping) = &self.owner {
+                // SAFETY: `[base, base + len)` is exactly our own private anonymous mapping,
+                // live until drop. MADV_DONTNEED leaves it mapped and readable; the next touch
+                // of a page gets a zero-filled one. So no access faults or reads freed memory,
+                // and no value changes: every word is zero now and no thread stores into them
+                // again (the caller's promise), so every load, before or after the advice,
+                // returns zero (and the slack pages were never touched). The memory stays
+                // ours; only its backing pages go back to the kernel.
+                let rc = unsafe {
+                    libc::madvise(
+                        mapping.base.as_ptr().cast::<libc::c_void>(),
+                        mapping.len,
+                        libc::MADV_DONTNEED,
+                    )
+                };
+                if rc == 0 {
+                    return self.len * 8;
+                }
+            }
+            0
+        }
+    }
+
     #[cfg(all(test, target_os = "linux"))]
     impl BucketWords {
         /// How many of the pages the words lie on are resident in memory now, of how many.
@@ -329,6 +365,11 @@ mod modelled {
 
         /// Nothing to do: a boxed slice is written when it is made.
         pub(crate) fn fault_in(&mut self) {}
+
+        /// Nothing to give back: the words are loom objects.
+        pub(crate) fn give_back(&self) -> usize {
+            0
+        }
     }
 
     /// Nothing to model: a prefetch is a hint, no access.

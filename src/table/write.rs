@@ -14,6 +14,9 @@ pub(crate) enum Placed {
     Inserted,
     /// `unique` was asked for and a copy was already there; nothing changed.
     AlreadyPresent,
+    /// The table was released (it is no longer its filter's newest level, and was found
+    /// empty): nothing was stored; insert into the newest level instead.
+    LevelReleased,
 }
 
 /// What an item's two buckets hold, as `Table::pair_state` saw them.
@@ -142,6 +145,10 @@ impl Table {
         mode: U,
     ) -> Option<Placed> {
         let guard = self.stripes.lock_pair(a, b);
+        // After the gate (`lock_pair`), before any store: see `release_if_empty`.
+        if self.released_for_writers() {
+            return Some(Placed::LevelReleased);
+        }
         // Relaxed: we hold both stripes, and the lock's Acquire made the last writes visible.
         let word_a = self.load_as::<A>(a, Ordering::Relaxed);
         let word_b = self.load_as::<A>(b, Ordering::Relaxed);
