@@ -17,9 +17,6 @@
 //!
 //! Client and server share the machine, as they do on a 2-core CI runner.
 
-#[path = "../../tests/redis_util/mod.rs"]
-mod redis_util;
-
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -299,7 +296,7 @@ fn main() {
         let module = concat!(env!("CARGO_MANIFEST_DIR"), "/../.redis-stack/redisbloom.so");
         std::env::set_var("REDISBLOOM_MODULE", module);
     }
-    let Some(server) = redis_util::Server::start("redis_bridge bench") else {
+    let Some(server) = redis_tests::Server::start("redis_bridge bench") else {
         return;
     };
     let mut conn = server.conn();
