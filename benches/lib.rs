@@ -1,5 +1,5 @@
 //! Helpers shared by the benchmarks in `benches/` (`cargo bench -p peer-benches --bench filters`,
-//! then `python3 peer-benches/benches/report.py`); nothing to use outside them.
+//! then `python3 benches/benches/report.py`); nothing to use outside them.
 
 pub mod peers;
 pub mod redisbloom;

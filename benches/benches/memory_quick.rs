@@ -6,10 +6,10 @@
 //! ```sh
 //! cargo bench -p peer-benches --bench memory_quick -- --csv results/memory-1m.csv
 //! cargo run -p peer-benches --release --bin plot_memory -- \
-//!     peer-benches/results/memory-1m.png peer-benches/results/memory-1m.csv
+//!     benches/results/memory-1m.png benches/results/memory-1m.csv
 //! ```
 //!
-//! (cargo runs a bench in its package's directory, so `--csv` is relative to `peer-benches/`.)
+//! (cargo runs a bench in its package's directory, so `--csv` is relative to `benches/`.)
 //!
 //! Each round (`--rounds`, default 3) uses its own keys: one SplitMix64 stream from seed
 //! `SEED + round`, whose first `items` values are inserted and the next `probes` probed. The

@@ -2,7 +2,7 @@
 """Prints the throughput table and the issue's target ratios from criterion's JSON under
 target/criterion: of `cargo bench --bench filters` (peers), and of `cargo bench --bench redisbloom`
 (groups `rb_*`: RedisCuckooFilter against CuckooFilter, as time ratios).
-Usage: python3 peer-benches/benches/report.py [criterion_dir]"""
+Usage: python3 benches/benches/report.py [criterion_dir]"""
 
 import json
 import pathlib

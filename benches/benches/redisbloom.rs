@@ -1,7 +1,7 @@
 //! `RedisCuckooFilter` (RedisBloom's `CF.*` filter, byte for byte) against our `CuckooFilter`,
 //! in one criterion run, on the same u64 keys and the same item count (issue 11's speed
 //! targets: contains within 1.5× of `CuckooFilter`'s time, inserts within 2×).
-//! `python3 peer-benches/benches/report.py` prints the time ratios from criterion's output.
+//! `python3 benches/benches/report.py` prints the time ratios from criterion's output.
 //!
 //! Contenders (`peer_benches::redisbloom`): `CuckooFilter` for `n` items at a 1 % target rate
 //! (default hasher, and `AHashBuilder`); `RedisCuckooFilter` reserved for `n` items
