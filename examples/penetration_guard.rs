@@ -8,7 +8,8 @@
 //! of them without touching Redis or the database; a cuckoo filter, unlike a Bloom filter, also
 //! forgets deleted keys, so requests for them stop too.
 //!
-//! The parts, each a function or type below that `tests/penetration_guard.rs` also drives:
+//! The parts, each a function or type below that `redis-tests/tests/bridge/penetration_guard.rs`
+//! drives too:
 //! - the store ([`Store`]): a table of users, `user:<id>`, in its own Redis database (DB 1 by
 //!   default), standing in for the database that the cache protects. The store's queries are
 //!   counted on the client, by one atomic counter that every connection shares;

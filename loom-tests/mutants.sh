@@ -31,7 +31,7 @@ fi
 preemptions="${LOOM_MAX_PREEMPTIONS:-2}"
 survivors=()
 # One target directory for every mutant: each mutant's flags rebuild the whole tree anyway, and
-# seventeen directories of their own took six gigabytes. Logs stay beside it.
+# a directory of its own per mutant took six gigabytes. Logs stay beside it.
 target="target/loom-mutant"
 logs="target/loom-mutant-logs"
 mkdir -p "$target" "$logs"

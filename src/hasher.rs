@@ -7,7 +7,7 @@
 //! implementation and are promised stable across platforms and crate versions), over a byte
 //! stream that this module defines for every `Hasher` method: integers little-endian at their
 //! own width, `usize`/`isize` as 8 bytes; streams longer than 48 bytes are chained in 48-byte
-//! pieces, so no hash needs the heap. `tests/hasher_vectors.rs` pins the output.
+//! pieces, so no hash needs the heap. `tests/filter/hasher_vectors.rs` pins the output.
 
 use std::hash::{BuildHasher, Hasher};
 

@@ -10,8 +10,8 @@ use crate::hashing::{MAX_BUCKETS, MIN_BUCKETS};
 pub(crate) const EFFICIENT_WIDTHS: [u32; 11] = [4, 5, 6, 7, 8, 9, 10, 12, 16, 21, 32];
 
 /// The load a table is sized for: at the load where its first insert fails, measured for this
-/// crate's search (`tests/load_factor.rs` checks it; `BENCHMARKS.md` has the figures), less the
-/// spread of that load from table to table, which `buckets_for`'s spare buckets cover.
+/// crate's search (`tests/filter/load_factor.rs` checks it; `BENCHMARKS.md` has the figures),
+/// less the spread of that load from table to table, which `buckets_for`'s spare buckets cover.
 ///
 /// One-word layouts keep their earlier sizing (their snapshots promise those capacities). 4-bit
 /// fingerprints get more headroom: with only 15 distinct values, a bucket's fingerprints can

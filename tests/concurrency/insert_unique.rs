@@ -1,0 +1,266 @@
+//! `insert_unique` under contention on a grown filter: `Ok(false)` must mean "(maybe) present",
+//! never "a lookup gave up".
+//!
+//! A lookup that keeps colliding with writers answers "maybe present" after a bounded number of
+//! attempts. That is fine for `contains`, but `insert_unique` must not turn it into `Ok(false)`
+//! for an item that is nowhere: the caller is told the item is in the set while it is not, and
+//! two racing callers of the same item can then both be refused.
+//!
+//! The churn below makes such collisions likely: more threads than cores (so writers are
+//! descheduled while holding a stripe), 32-bit fingerprints (so a real collision between two of
+//! the items is a ~1e-6 event per run, and `count` tells a real copy from a refusal), and removes
+//! in the older levels of a grown filter, which `insert_unique` checks with lookups. The older
+//! levels are small, so they have few stripes. Two more threads only sleep and wake up, which
+//! preempts the workers at random points, often while one holds a stripe.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Barrier;
+use std::thread;
+use std::time::Duration;
+
+use atomic_cuckoo::CuckooFilter;
+
+use crate::common;
+
+/// Churning threads per round (the CI machine has 2 cores: oversubscribed on purpose).
+const CHURNERS: usize = 6;
+/// Items inserted before the churn: levels of 1,000, 2,000, 4,000 and 8,000 items, and a few
+/// in a fifth level.
+const PREFILL: u64 = 16_000;
+/// Rounds, each on a fresh filter.
+const ROUNDS: u64 = 100;
+
+/// Threads that only sleep for a few microseconds in a loop. Each wake-up may preempt a running
+/// thread at a random point, often one that holds a stripe: on 2 cores that made refusals 20 to
+/// 40 times more frequent than plain time-slice preemption.
+const PREEMPTERS: usize = 2;
+
+/// Runs `f` (which spawns the workers in `s`) while `PREEMPTERS` sleeping threads keep waking up.
+fn with_preemption<'scope, 'env, R>(
+    s: &'scope thread::Scope<'scope, 'env>,
+    f: impl FnOnce() -> R,
+) -> R {
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let preempters: Vec<_> = (0..PREEMPTERS)
+        .map(|_| {
+            let stop = std::sync::Arc::clone(&stop);
+            s.spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    thread::sleep(Duration::from_micros(5));
+                }
+            })
+        })
+        .collect();
+    let result = f();
+    stop.store(true, Ordering::Relaxed);
+    for p in preempters {
+        p.join().unwrap();
+    }
+    result
+}
+
+/// Distinct keys: `key(seed, i)` is a bijection of `i` for a fixed seed.
+fn key(seed: u64, i: u64) -> u64 {
+    i.wrapping_mul(0x9E37_79B9_7F4A_7C15 | 1) ^ seed
+}
+
+/// Index ranges of the keys: the prefill, then each thread's fresh items far apart.
+fn fresh_index(thread: usize, n: u64) -> u64 {
+    PREFILL + ((thread as u64 + 1) << 40) + n
+}
+
+/// A grown filter holding the prefill keys; they were inserted in index order, so low indices
+/// are in the oldest (smallest) levels.
+fn grown_filter(seed: u64) -> CuckooFilter {
+    let filter = CuckooFilter::builder()
+        .capacity(1_000)
+        .expansion(2)
+        .fingerprint_bits(32)
+        .build()
+        .unwrap();
+    for i in 0..PREFILL {
+        filter.insert(&key(seed, i)).unwrap();
+    }
+    assert!(filter.levels() >= 4, "{} levels", filter.levels());
+    filter
+}
+
+#[derive(Default, Debug)]
+struct Tally {
+    calls: usize,
+    refused: usize,
+    /// `Ok(false)` for a fresh item that `count` then finds nowhere.
+    refused_absent: usize,
+    failed_removes: usize,
+}
+
+/// One churning thread: removes its share of the prefill in index order (so every thread works
+/// in the oldest levels at the same time) and `insert_unique`s one fresh item per remove; the
+/// fresh items it added join the back of its queue.
+fn churn(filter: &CuckooFilter, seed: u64, thread: usize, threads: usize) -> Tally {
+    let mut queue: std::collections::VecDeque<u64> = (0..PREFILL)
+        .filter(|i| *i as usize % threads == thread)
+        .map(|i| key(seed, i))
+        .collect();
+    let steps = queue.len() as u64;
+    let mut tally = Tally::default();
+    for n in 0..steps {
+        let fresh = key(seed, fresh_index(thread, n));
+        tally.calls += 1;
+        match filter.insert_unique(&fresh).unwrap() {
+            true => queue.push_back(fresh),
+            false => {
+                tally.refused += 1;
+                if filter.count(&fresh) == 0 {
+                    tally.refused_absent += 1;
+                }
+            }
+        }
+        let old = queue.pop_front().unwrap();
+        if !filter.remove(&old) {
+            tally.failed_removes += 1;
+        }
+    }
+    tally
+}
+
+#[test]
+fn insert_unique_of_a_fresh_item_returns_false_only_if_the_item_is_found_under_contention() {
+    let seed = common::seed_or("insert_unique contention", 0x01c0_17e5);
+    let mut total = Tally::default();
+    for round in 0..ROUNDS {
+        let seed = seed ^ round.wrapping_mul(0x100_0000_01b3);
+        let filter = grown_filter(seed);
+        let barrier = Barrier::new(CHURNERS);
+        let tallies: Vec<Tally> = thread::scope(|s| {
+            with_preemption(s, || {
+                let handles: Vec<_> = (0..CHURNERS)
+                    .map(|t| {
+                        let (filter, barrier) = (&filter, &barrier);
+                        s.spawn(move || {
+                            barrier.wait();
+                            churn(filter, seed, t, CHURNERS)
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            })
+        });
+        for t in tallies {
+            total.calls += t.calls;
+            total.refused += t.refused;
+            total.refused_absent += t.refused_absent;
+            total.failed_removes += t.failed_removes;
+        }
+    }
+    println!(
+        "{ROUNDS} rounds, {CHURNERS} threads: {} insert_unique calls of fresh items, {} returned \
+         Ok(false), {} of them for an item found nowhere afterwards; {} removes of inserted \
+         items failed",
+        total.calls, total.refused, total.refused_absent, total.failed_removes
+    );
+    assert_eq!(
+        total.refused_absent, 0,
+        "insert_unique returned Ok(false) for {} of {} fresh items that were in no level \
+         (a lookup that gave up was taken as \"present\")",
+        total.refused_absent, total.calls
+    );
+    assert_eq!(total.failed_removes, 0, "removes of inserted items failed");
+}
+
+/// Threads in pairs call `insert_unique` on the same fresh items (each pair its own items, the
+/// two callers kept within a few items of each other), each also removing its share of the
+/// prefill as it goes: every item must be added by exactly one caller of its pair (never by both,
+/// never by neither) and be stored once.
+#[test]
+fn two_racing_insert_unique_calls_of_the_same_item_add_it_exactly_once_under_contention() {
+    let seed = common::seed_or("racing insert_unique contention", 0x2ace_5eed);
+    const PAIRS: usize = 3;
+    const RACE_ROUNDS: u64 = 100;
+    let threads = 2 * PAIRS;
+    let per_thread = PREFILL / threads as u64;
+    let (mut raced, mut neither, mut both, mut wrong_count) = (0usize, 0usize, 0usize, 0usize);
+    let mut failed_removes = 0usize;
+    let mut first_bad: Option<String> = None;
+    for round in 0..RACE_ROUNDS {
+        let seed = seed ^ round.wrapping_mul(0x100_0000_01b3);
+        let filter = grown_filter(seed);
+        // Pair p races over the fresh items of "thread" p.
+        let pair_keys: Vec<Vec<u64>> = (0..PAIRS)
+            .map(|p| {
+                (0..per_thread)
+                    .map(|n| key(seed, fresh_index(p, n)))
+                    .collect()
+            })
+            .collect();
+        let progress: Vec<AtomicUsize> = (0..threads).map(|_| AtomicUsize::new(0)).collect();
+        let barrier = Barrier::new(threads);
+        // Per thread: which of its pair's items it added, and how many removes failed.
+        let results: Vec<(Vec<bool>, usize)> = thread::scope(|s| {
+            with_preemption(s, || {
+                let handles: Vec<_> = (0..threads)
+                    .map(|t| {
+                        let (filter, barrier, keys, progress) =
+                            (&filter, &barrier, &pair_keys[t / 2], &progress);
+                        s.spawn(move || {
+                            // Its share of the prefill, oldest levels first.
+                            let prefill = (0..PREFILL).filter(|i| *i as usize % threads == t);
+                            let partner = &progress[t ^ 1];
+                            let mut added = Vec::with_capacity(keys.len());
+                            let mut failed_removes = 0;
+                            barrier.wait();
+                            for ((i, k), old) in keys.iter().enumerate().zip(prefill) {
+                                // Stay within 4 items of the partner (yield while ahead).
+                                while i > partner.load(Ordering::Acquire) + 4 {
+                                    thread::yield_now();
+                                }
+                                added.push(filter.insert_unique(k).unwrap());
+                                progress[t].store(i + 1, Ordering::Release);
+                                if !filter.remove(&key(seed, old)) {
+                                    failed_removes += 1;
+                                }
+                            }
+                            (added, failed_removes)
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            })
+        });
+        for (p, keys) in pair_keys.iter().enumerate() {
+            let (a, b) = (&results[2 * p].0, &results[2 * p + 1].0);
+            for (i, k) in keys.iter().enumerate() {
+                raced += 1;
+                let winners = usize::from(a[i]) + usize::from(b[i]);
+                let count = filter.count(k);
+                match winners {
+                    0 => neither += 1,
+                    1 => {}
+                    _ => both += 1,
+                }
+                if count != 1 {
+                    wrong_count += 1;
+                }
+                if (winners != 1 || count != 1) && first_bad.is_none() {
+                    first_bad = Some(format!(
+                        "round {round}, pair {p}, item {i} ({k}): {winners} callers got \
+                         Ok(true), count {count}"
+                    ));
+                }
+            }
+        }
+        failed_removes += results.iter().map(|r| r.1).sum::<usize>();
+    }
+    println!(
+        "{RACE_ROUNDS} rounds, {PAIRS} pairs of threads: {raced} items raced, added by neither \
+         {neither}, by both {both}, stored count != 1 for {wrong_count}; {failed_removes} \
+         removes of inserted items failed"
+    );
+    assert!(
+        neither == 0 && both == 0 && wrong_count == 0,
+        "of {raced} raced items, {neither} were added by neither caller, {both} by both, \
+         {wrong_count} stored a number of times other than once; first: {}",
+        first_bad.unwrap_or_default()
+    );
+    assert_eq!(failed_removes, 0, "removes of inserted items failed");
+}

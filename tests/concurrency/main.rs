@@ -1,0 +1,13 @@
+//! `CuckooFilter` under real threads: stress on large, nearly full tables, tiny growing
+//! filters, contended inserts and `insert_unique`. (Loom explores interleavings exhaustively on
+//! tiny tables: see `loom-tests/`.)
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../common/format_model.rs"]
+mod format_model;
+
+mod contended_inserts;
+mod insert_unique;
+mod stress;
+mod tiny_growing_filters;

@@ -1,0 +1,23 @@
+//! `CuckooFilter` one thread at a time: the API and its std-like traits, the builder, the
+//! hasher, false-positive rates, load factors, failed inserts, bucket layouts, hot keys and
+//! batch calls.
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../common/format_model.rs"]
+mod format_model;
+
+mod api;
+mod batch;
+mod builder;
+mod builder_edges;
+mod failed_insert;
+mod false_positive_rate;
+mod hasher_vectors;
+mod hot_key;
+mod hot_key_rule;
+mod insert_many_prefetch;
+mod layouts;
+mod load_factor;
+mod model;
+mod std_api;

@@ -1,0 +1,381 @@
+//! The std-like API: `capacity()` counts items and is kept, `slots()`, `Clone`, `Default`,
+//! `Extend`, `FromIterator`, `with_capacity_and_hasher`, `clear(&self)`, and the batch calls
+//! over any `IntoIterator`, and the auto traits (`Send`, `Sync`, `UnwindSafe`, `RefUnwindSafe`)
+//! with what a panic inside an operation leaves.
+
+use std::hash::{Hash, Hasher};
+use std::io;
+use std::panic::{self, RefUnwindSafe, UnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+
+use atomic_cuckoo::redisbloom::RedisCuckooFilter;
+use atomic_cuckoo::{AHashBuilder, CuckooFilter, DefaultHashBuilder, InsertError};
+
+use crate::common;
+
+#[test]
+fn capacity_counts_items_at_least_the_ones_asked_for_and_holds_them() {
+    let seed = common::seed("capacity_counts_items");
+    for bits in [4, 6, 8, 12, 16, 21, 32] {
+        for asked in [1, 2, 3, 10, 100, 1_000, 12_345] {
+            let f = CuckooFilter::builder()
+                .capacity(asked)
+                .fingerprint_bits(bits)
+                .build()
+                .unwrap();
+            let ctx = format!("seed={seed} bits={bits} asked={asked}");
+            assert!(f.capacity() >= asked, "{ctx}: capacity {}", f.capacity());
+            assert!(f.capacity() < f.slots(), "{ctx}");
+            for key in common::distinct_keys(seed ^ asked as u64, f.capacity()) {
+                f.insert(&key)
+                    .unwrap_or_else(|e| panic!("{ctx}: {e} after {} items", f.len()));
+            }
+        }
+    }
+}
+
+#[test]
+fn a_growing_filter_holds_its_capacity_before_it_grows() {
+    let seed = common::seed("growing_capacity");
+    let f = CuckooFilter::builder()
+        .capacity(5_000)
+        .expansion(2)
+        .build()
+        .unwrap();
+    assert!(f.capacity() >= 5_000);
+    for key in common::distinct_keys(seed, f.capacity()) {
+        f.insert(&key).unwrap();
+    }
+    assert_eq!(
+        f.levels(),
+        1,
+        "seed={seed}: grew before reaching its capacity"
+    );
+    let before = f.capacity();
+    for key in common::distinct_keys(seed ^ 1, before) {
+        f.insert(&key).unwrap();
+    }
+    assert!(f.levels() > 1);
+    let stats = f.level_stats();
+    let (newest, older) = stats.split_last().unwrap();
+    let held: usize = older.iter().map(|l| l.len).sum();
+    assert_eq!(f.capacity(), held + newest.capacity);
+    assert_eq!(f.slots(), stats.iter().map(|l| l.slots).sum::<usize>());
+    // `capacity() - len()` more items fit without another level.
+    let levels = f.levels();
+    let room = f.capacity() - f.len();
+    for key in common::distinct_keys(seed ^ 2, room) {
+        f.insert(&key).unwrap();
+    }
+    assert_eq!(
+        f.levels(),
+        levels,
+        "seed={seed}: grew before reaching its capacity"
+    );
+}
+
+#[test]
+fn with_capacity_and_hasher_uses_the_hasher() {
+    let f = CuckooFilter::with_capacity_and_hasher(1_000, AHashBuilder::default());
+    assert!(f.capacity() >= 1_000);
+    f.insert("x").unwrap();
+    assert!(f.contains("x"));
+    // A snapshot records its hasher: the default-hasher reader refuses it.
+    assert!(CuckooFilter::from_bytes(&f.to_bytes()).is_err());
+}
+
+#[test]
+fn default_is_the_builders_default() {
+    let f: CuckooFilter = CuckooFilter::default();
+    let b = CuckooFilter::builder().build().unwrap();
+    assert_eq!(
+        (f.capacity(), f.slots(), f.fingerprint_bits()),
+        (b.capacity(), b.slots(), b.fingerprint_bits())
+    );
+    let g: CuckooFilter<AHashBuilder> = Default::default();
+    assert_eq!(g.slots(), b.slots());
+}
+
+#[test]
+fn clone_is_deep_and_equal() {
+    let f = CuckooFilter::builder()
+        .capacity(200)
+        .expansion(2)
+        .build()
+        .unwrap();
+    f.insert_many(0..1_000u32).unwrap();
+    let c = f.clone();
+    assert_eq!(c.to_bytes(), f.to_bytes());
+    assert_eq!((c.len(), c.levels()), (f.len(), f.levels()));
+    assert!(f.remove(&7u32));
+    assert!(c.contains(&7u32) && !f.contains(&7u32));
+    c.insert("only in the copy").unwrap();
+    assert!(!f.contains("only in the copy"));
+    // The copy grows on its own.
+    c.insert_many(1_000..5_000u32).unwrap();
+    assert!(c.levels() > f.levels());
+}
+
+#[test]
+fn clone_under_writers_is_one_consistent_state() {
+    let seed = common::seed("clone_under_writers");
+    let f = Arc::new(CuckooFilter::builder().capacity(50_000).build().unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..2u64)
+        .map(|t| {
+            let (f, stop) = (Arc::clone(&f), Arc::clone(&stop));
+            thread::spawn(move || {
+                let keys = common::distinct_keys(seed ^ t, 20_000);
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let key = keys[i % keys.len()];
+                    // Keep the load steady: remove what the previous round added.
+                    if i >= keys.len() {
+                        assert!(f.remove(&key), "seed={seed}");
+                    }
+                    f.insert(&key).unwrap();
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    for round in 0..20 {
+        let copy = CuckooFilter::clone(&f); // the filter, not the Arc
+        let len = copy.len();
+        // A restore checks the item count against the stored fingerprints: a copy taken while a
+        // writer was half-way would fail it.
+        let restored = CuckooFilter::from_bytes(&copy.to_bytes())
+            .unwrap_or_else(|e| panic!("seed={seed} round={round}: {e}"));
+        assert_eq!(restored.len(), len, "seed={seed} round={round}");
+        assert_eq!(
+            copy.len(),
+            len,
+            "seed={seed} round={round}: the copy is not shared"
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.join().unwrap();
+    }
+}
+
+#[test]
+fn clear_through_an_arc_keeps_inserts_that_start_after_it() {
+    let seed = common::seed("clear_through_an_arc");
+    let f = Arc::new(CuckooFilter::builder().capacity(100_000).build().unwrap());
+    let cleared = Arc::new(AtomicBool::new(false));
+    let start = Arc::new(Barrier::new(3));
+    let writers: Vec<_> = (0..2u64)
+        .map(|t| {
+            let (f, cleared, start) = (Arc::clone(&f), Arc::clone(&cleared), Arc::clone(&start));
+            thread::spawn(move || {
+                start.wait();
+                let mut after = Vec::new();
+                for key in common::distinct_keys(seed ^ t, 30_000) {
+                    // Acquire: pairs with the Release below, so "after" means after clear returned.
+                    let post = cleared.load(Ordering::Acquire);
+                    f.insert(&key).unwrap();
+                    if post {
+                        after.push(key);
+                    }
+                }
+                after
+            })
+        })
+        .collect();
+    start.wait();
+    while f.len() < 5_000 {
+        thread::yield_now();
+    }
+    f.clear();
+    cleared.store(true, Ordering::Release);
+    let after: Vec<u64> = writers
+        .into_iter()
+        .flat_map(|w| w.join().unwrap())
+        .collect();
+    let missing = after.iter().filter(|k| !f.contains(*k)).count();
+    assert_eq!(
+        missing, 0,
+        "seed={seed}: inserted after the clear, then lost"
+    );
+    assert!(f.len() >= after.len() && f.len() < 60_000, "seed={seed}");
+    // The counters agree with the stored fingerprints (a restore checks that).
+    let restored = CuckooFilter::from_bytes(&f.to_bytes()).unwrap();
+    assert_eq!(restored.len(), f.len());
+}
+
+/// A save's destination that clears or clones the filter being saved.
+struct Meddler<F: FnMut()>(F);
+
+impl<F: FnMut()> io::Write for Meddler<F> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (self.0)();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+#[should_panic(expected = "cannot be cleared or cloned by the writer of its own save")]
+fn clear_inside_its_own_save_panics_instead_of_storing_half_cleared_data() {
+    let f = CuckooFilter::with_capacity(100);
+    f.insert("x").unwrap();
+    let _ = f.write_to(&mut Meddler(|| f.clear()));
+}
+
+#[test]
+#[should_panic(expected = "cannot be cleared or cloned by the writer of its own save")]
+fn clone_inside_its_own_save_panics_instead_of_deadlocking() {
+    let f = CuckooFilter::with_capacity(100);
+    let _ = f.write_to(&mut Meddler(|| drop(f.clone())));
+}
+
+#[test]
+fn extend_takes_items_and_references() {
+    let mut f = CuckooFilter::with_capacity(100);
+    f.extend(vec![1u32, 2, 3]);
+    f.extend(&[4u32, 5]);
+    f.extend(["a", "b"].iter());
+    assert_eq!(f.len(), 7);
+    assert!([1u32, 2, 3, 4, 5].iter().all(|i| f.contains(i)));
+    assert!(f.contains("a") && f.contains(&"b"));
+}
+
+#[test]
+#[should_panic(expected = "CuckooFilter::extend")]
+fn extend_panics_when_the_filter_is_full() {
+    let mut f = CuckooFilter::with_capacity(10);
+    f.extend(0..10_000u32);
+}
+
+#[test]
+fn from_iterator_sizes_for_the_items() {
+    let f: CuckooFilter = (0..10_000u64).collect();
+    assert_eq!(f.len(), 10_000);
+    assert!(f.capacity() >= 10_000 && f.capacity() < 12_000);
+    assert!((0..10_000u64).all(|i| f.contains(&i)));
+    let g: CuckooFilter<AHashBuilder> = ["x", "y", "x"].into_iter().collect();
+    assert_eq!((g.len(), g.count("x")), (3, 2));
+    let empty: CuckooFilter<DefaultHashBuilder> = std::iter::empty::<u8>().collect();
+    assert!(empty.is_empty() && empty.capacity() >= 1);
+}
+
+#[test]
+fn batch_calls_take_any_into_iterator() {
+    let f = CuckooFilter::with_capacity(10_000);
+    f.insert_many((0..1_000u32).map(|i| i * 2)).unwrap();
+    f.insert_many(vec!["a".to_string(), "b".to_string()])
+        .unwrap();
+    f.insert_many(&["c", "d"]).unwrap();
+    let mut found = Vec::new();
+    f.contains_many((0..2_000u32).filter(|i| i % 2 == 0), &mut found);
+    assert_eq!(found.len(), 1_000);
+    assert!(found.iter().all(|&b| b));
+    f.contains_many(["a", "c", "zz"].iter(), &mut found);
+    assert_eq!(&found[..2], &[true, true]);
+}
+
+#[test]
+fn insert_many_reports_the_index_of_the_first_failure_across_batches() {
+    let f = CuckooFilter::builder()
+        .capacity(100)
+        .fingerprint_bits(16)
+        .build()
+        .unwrap();
+    let err = f.insert_many(0..100_000u64).unwrap_err();
+    assert!(err.index > 64, "the failure comes after the first batch");
+    assert_eq!(err.index, f.len(), "every item before it is in the filter");
+    assert_eq!(err.error, InsertError::Full);
+    assert!((0..err.index as u64).all(|i| f.contains(&i)));
+}
+
+/// Compiles only if `T` has every trait a filter shared across threads and across
+/// `catch_unwind` needs.
+fn assert_shareable_across_unwinding<T: Send + Sync + UnwindSafe + RefUnwindSafe>() {}
+
+#[test]
+fn filters_are_send_sync_and_unwind_safe() {
+    assert_shareable_across_unwinding::<CuckooFilter>();
+    assert_shareable_across_unwinding::<CuckooFilter<AHashBuilder>>();
+    assert_shareable_across_unwinding::<Arc<CuckooFilter>>();
+    assert_shareable_across_unwinding::<&CuckooFilter>();
+    assert_shareable_across_unwinding::<RedisCuckooFilter>();
+    assert_shareable_across_unwinding::<Arc<RedisCuckooFilter>>();
+}
+
+/// An item whose `Hash` panics: the panic leaves the filter as it was.
+struct PanicsWhenHashed;
+
+impl Hash for PanicsWhenHashed {
+    fn hash<H: Hasher>(&self, _: &mut H) {
+        panic!("this item cannot be hashed");
+    }
+}
+
+/// A destination that panics on its first write.
+struct PanicsOnWrite;
+
+impl io::Write for PanicsOnWrite {
+    fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+        panic!("the destination failed");
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_panic_inside_an_operation_leaves_the_filter_usable() {
+    let f = Arc::new(
+        CuckooFilter::builder()
+            .capacity(1_000)
+            .expansion(2)
+            .build()
+            .unwrap(),
+    );
+    f.insert_many(0..500u64).unwrap();
+    let before = f.to_bytes();
+
+    assert!(panic::catch_unwind(|| f.insert(&PanicsWhenHashed)).is_err());
+    assert!(panic::catch_unwind(|| f.insert_many([PanicsWhenHashed])).is_err());
+    assert!(panic::catch_unwind(|| f.write_to(&mut PanicsOnWrite)).is_err());
+    assert_eq!(f.to_bytes(), before, "a panic changed the filter");
+
+    // The save's freeze and its mark on this thread were released: writers, saves, clones
+    // and clears all go on, here and on other threads.
+    let writer = {
+        let f = Arc::clone(&f);
+        thread::spawn(move || f.insert_many(500..5_000u64).unwrap())
+    };
+    writer.join().unwrap();
+    assert!((0..5_000u64).all(|i| f.contains(&i)));
+    assert_eq!(f.clone().len(), f.len());
+    f.clear();
+    assert!(f.is_empty());
+}
+
+#[test]
+fn a_panic_inside_a_redis_filter_operation_leaves_it_usable() {
+    /// Bytes whose `as_ref` panics.
+    struct PanicsAsBytes;
+
+    impl AsRef<[u8]> for PanicsAsBytes {
+        fn as_ref(&self) -> &[u8] {
+            panic!("these bytes cannot be read");
+        }
+    }
+
+    let f = RedisCuckooFilter::reserve(1_000).unwrap();
+    f.insert("kept").unwrap();
+    let before = f.scandump();
+    assert!(panic::catch_unwind(|| f.insert(PanicsAsBytes)).is_err());
+    assert!(panic::catch_unwind(|| f.insert_many([PanicsAsBytes])).is_err());
+    assert_eq!(f.scandump(), before, "a panic changed the filter");
+    f.insert("more").unwrap();
+    assert!(f.contains("kept") && f.contains("more"));
+}

@@ -1,0 +1,17 @@
+//! Growing filters: levels added instead of failed inserts, the key mapping of nested levels,
+//! lookups and removes in grown filters, alone and under threads.
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../common/format_model.rs"]
+mod format_model;
+
+mod growing;
+mod level_keys;
+mod lookup_oracle;
+mod lookup_stress;
+mod lookups;
+mod model;
+mod release;
+mod remove;
+mod shapes;

@@ -1,0 +1,420 @@
+//! Single-threaded (or nearly) corner cases of the save freeze: a `Write` that panics or fails
+//! mid-save, a `Write` that uses the filter it is saving, round trips of many shapes.
+
+use crate::common;
+use crate::common::HeldWriter;
+
+use std::io::{self, Write};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use crate::watchdog::{finishes_within, watchdog};
+use atomic_cuckoo::CuckooFilter;
+
+const LIMIT: Duration = Duration::from_secs(10);
+
+fn grown_filter(items: u64) -> CuckooFilter {
+    let f = CuckooFilter::builder()
+        .capacity(100)
+        .expansion(2)
+        .build()
+        .unwrap();
+    for i in 0..items {
+        f.insert(&i).unwrap();
+    }
+    f
+}
+
+/// A destination that panics (or fails) in its `n`th `write`, and optionally lets a test know
+/// when it started writing.
+struct Faulty {
+    calls: usize,
+    fail_at: usize,
+    panic: bool,
+    before_fail: Option<Box<dyn FnMut() + Send>>,
+}
+
+impl Write for Faulty {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.calls += 1;
+        if self.calls == self.fail_at {
+            if let Some(f) = self.before_fail.as_mut() {
+                f();
+            }
+            if self.panic {
+                panic!("disk on fire");
+            }
+            return Err(io::Error::other("disk full"));
+        }
+        Ok(buf.len().min(100))
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A save whose `Write` panics mid-save: the panic unwinds through `write_to`; afterwards the
+/// filter must be usable (gates open, grow lock free), and a writer that slept during the save
+/// must finish.
+#[test]
+fn a_write_that_panics_mid_save_leaves_the_filter_usable() {
+    for panic in [true, false] {
+        let filter = Arc::new(grown_filter(2_000));
+        assert!(filter.levels() >= 3);
+        let before = filter.len();
+        // A writer that starts while the save is frozen (in its 3rd write) and must finish after.
+        let started = Arc::new(AtomicBool::new(false));
+        let sleeper: Arc<std::sync::Mutex<Option<thread::JoinHandle<()>>>> = Default::default();
+        let hook = {
+            let (filter, started, sleeper) = (
+                Arc::clone(&filter),
+                Arc::clone(&started),
+                Arc::clone(&sleeper),
+            );
+            move || {
+                let f = Arc::clone(&filter);
+                let s = Arc::clone(&started);
+                *sleeper.lock().unwrap() = Some(thread::spawn(move || {
+                    s.store(true, Ordering::SeqCst);
+                    f.insert(&u64::MAX).unwrap();
+                    assert!(f.insert_unique(&(u64::MAX - 1)).unwrap());
+                    assert!(f.remove(&0u64));
+                }));
+                thread::sleep(Duration::from_millis(100));
+            }
+        };
+        let mut out = Faulty {
+            calls: 0,
+            fail_at: 3,
+            panic,
+            before_fail: Some(Box::new(hook)),
+        };
+        let outcome = {
+            let filter = Arc::clone(&filter);
+            watchdog("the faulty save", LIMIT, move || {
+                catch_unwind(AssertUnwindSafe(|| {
+                    filter.write_to(&mut out).map_err(|e| e.kind())
+                }))
+                .map_err(|_| "panicked")
+            })
+        };
+        println!("panic={panic}: outcome {outcome:?}");
+        if panic {
+            assert!(outcome.is_err());
+        } else {
+            assert!(matches!(outcome, Ok(Err(_))));
+        }
+        assert!(started.load(Ordering::SeqCst));
+        let h = sleeper.lock().unwrap().take().unwrap();
+        watchdog(
+            "the writer that slept through the failed save",
+            LIMIT,
+            move || h.join().unwrap(),
+        );
+        let f2 = Arc::clone(&filter);
+        watchdog(
+            "writes and a save after the failed save",
+            LIMIT,
+            move || {
+                f2.insert(&123_456_789u64).unwrap();
+                assert!(f2.remove(&123_456_789u64));
+                for i in 10_000..20_000u64 {
+                    f2.insert(&i).unwrap(); // grows
+                }
+                let bytes = f2.to_bytes();
+                let r = CuckooFilter::from_bytes(&bytes).unwrap();
+                assert_eq!(r.len(), f2.len());
+            },
+        );
+        assert_eq!(filter.len(), before + 1 + 1 - 1 + 10_000);
+    }
+}
+
+/// Reads of the filter from inside its own save's `Write` (contains, count, len, stats,
+/// snapshot size, contains_many, Debug) must not block.
+#[test]
+fn reads_of_the_filter_from_inside_its_save_do_not_block() {
+    struct Reading {
+        filter: Arc<CuckooFilter>,
+        sink: Vec<u8>,
+    }
+    impl Write for Reading {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            let f = &self.filter;
+            assert!(f.contains(&5u64));
+            assert!(f.count(&5u64) >= 1);
+            let _ = (
+                f.len(),
+                f.level_stats(),
+                f.snapshot_size(),
+                f.false_positive_rate(),
+            );
+            let mut out = Vec::new();
+            f.contains_many([1u64, 2, 3], &mut out);
+            assert!(out.iter().all(|&b| b));
+            let _ = format!("{f:?}");
+            self.sink.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let filter = Arc::new(grown_filter(3_000));
+    let f = Arc::clone(&filter);
+    let bytes = watchdog("a save whose Write reads the filter", LIMIT, move || {
+        let mut w = Reading {
+            filter: Arc::clone(&f),
+            sink: Vec::new(),
+        };
+        f.write_to(&mut w).unwrap();
+        w.sink
+    });
+    assert_eq!(bytes, filter.to_bytes());
+}
+
+/// A `Write` that saves the same filter (say, a tee that also keeps an in-memory copy): the
+/// nested save takes the (non-reentrant) grow lock again, so it must be refused with an error
+/// instead of hanging, and the filter must stay usable.
+#[test]
+fn a_save_from_inside_a_save_of_the_same_filter_is_refused_not_a_deadlock() {
+    struct Nested {
+        filter: Arc<CuckooFilter>,
+        done: bool,
+        sink: Vec<u8>,
+    }
+    impl Write for Nested {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            if !self.done {
+                self.done = true;
+                self.filter.write_to(&mut Vec::new())?;
+            }
+            self.sink.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let filter = Arc::new(grown_filter(100));
+    let f = Arc::clone(&filter);
+    let finished = finishes_within(Duration::from_secs(3), move || {
+        let mut w = Nested {
+            filter: Arc::clone(&f),
+            done: false,
+            sink: Vec::new(),
+        };
+        f.write_to(&mut w).map_err(|e| e.kind())
+    });
+    assert_eq!(
+        finished,
+        Some(Err(io::ErrorKind::Deadlock)),
+        "a save whose Write saves the same filter must be refused, not hang"
+    );
+    // Usable afterwards: writes go through, saves work.
+    filter.insert(&u64::MAX).unwrap();
+    assert!(CuckooFilter::from_bytes(&filter.to_bytes())
+        .unwrap()
+        .contains(&u64::MAX));
+}
+
+/// What the docs of `write_to` say: a `Write` that inserts into the filter it saves waits
+/// forever. Check that this is what happens (and that the same holds for `insert_unique` of an
+/// item already present and `remove` of an absent one, which change nothing).
+#[test]
+fn writes_from_inside_a_save_block_as_documented() {
+    type Op = fn(&CuckooFilter);
+    let ops: [(&str, Op); 3] = [
+        ("insert", |f| {
+            let _ = f.insert(&1u64);
+        }),
+        ("insert_unique of a present item", |f| {
+            let _ = f.insert_unique(&5u64);
+        }),
+        ("remove of an absent item", |f| {
+            let _ = f.remove(&u64::MAX);
+        }),
+    ];
+    for (name, op) in ops {
+        struct W {
+            filter: Arc<CuckooFilter>,
+            op: Op,
+        }
+        impl Write for W {
+            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                (self.op)(&self.filter);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let filter = Arc::new(grown_filter(100));
+        let f = Arc::clone(&filter);
+        let finished = finishes_within(Duration::from_millis(500), move || {
+            f.write_to(&mut W {
+                filter: Arc::clone(&f),
+                op,
+            })
+            .unwrap()
+        });
+        println!(
+            "{name} from inside the save: finished = {}",
+            finished.is_some()
+        );
+        assert!(finished.is_none(), "{name} inside the save did not block");
+    }
+}
+
+/// to_bytes -> from_bytes -> to_bytes is the identity, for fixed and grown filters of many
+/// shapes, and the restored filter answers as the original.
+#[test]
+fn round_trips_of_many_shapes() {
+    let seed = common::seed("round trips");
+    let mut rng = common::Rng::new(seed);
+    for bits in [4u32, 7, 8, 12, 16, 21, 32] {
+        for grow in [false, true] {
+            let mut b = CuckooFilter::builder()
+                .capacity(1 + rng.below(300) as usize)
+                .fingerprint_bits(bits);
+            if grow {
+                b = b.expansion(2 + rng.below(3) as u32);
+            }
+            let f = b.build().unwrap();
+            let n = rng.below(2_000);
+            let keys = common::distinct_keys(rng.next_u64(), n as usize);
+            for k in &keys {
+                if f.insert(k).is_err() {
+                    break;
+                }
+            }
+            let bytes = f.to_bytes();
+            assert_eq!(bytes.len(), f.snapshot_size());
+            let r = CuckooFilter::from_bytes(&bytes).unwrap();
+            assert_eq!(r.to_bytes(), bytes, "bits {bits} grow {grow}");
+            assert_eq!(r.len(), f.len());
+            assert_eq!(r.levels(), f.levels());
+            for k in keys.iter().take(300) {
+                assert_eq!(r.count(k), f.count(k));
+            }
+        }
+    }
+}
+
+/// A held save, then writers of every kind (insert needing growth, insert_unique on a grown
+/// filter, insert_many, remove): they wait; readers answer; after the release everything goes
+/// through, and the snapshot holds none of it.
+#[test]
+fn every_kind_of_writer_waits_for_a_held_save_and_then_finishes() {
+    let filter = Arc::new(
+        CuckooFilter::builder()
+            .capacity(200)
+            .expansion(2)
+            .max_levels(20)
+            .build()
+            .unwrap(),
+    );
+    // Fill until the newest level is nearly full, so that the next inserts must grow (and kick).
+    let mut n = 0u64;
+    loop {
+        let levels = filter.levels();
+        filter.insert(&n).unwrap();
+        n += 1;
+        if filter.levels() > levels && levels >= 2 {
+            break;
+        }
+    }
+    // Now fill the new newest level close to its first failure (inserts kick, then grow).
+    let target_levels = filter.levels();
+    let mut m = n;
+    loop {
+        filter.insert(&m).unwrap();
+        m += 1;
+        let newest = filter.level_stats().last().unwrap().clone();
+        if newest.len as f64 >= 0.9 * newest.capacity as f64 {
+            break;
+        }
+    }
+    assert_eq!(filter.levels(), target_levels);
+    let quiet_len = filter.len();
+    let levels_before = filter.levels();
+    let (mut w, reached, release) = HeldWriter::new();
+    let saver = {
+        let f = Arc::clone(&filter);
+        thread::spawn(move || {
+            f.write_to(&mut w).unwrap();
+            w.bytes
+        })
+    };
+    reached.recv_timeout(LIMIT).unwrap();
+    let base = 1u64 << 40;
+    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut writers = Vec::new();
+    for kind in 0..4u64 {
+        let (f, done) = (Arc::clone(&filter), Arc::clone(&done));
+        writers.push(thread::spawn(move || {
+            let delta: i64 = match kind {
+                0 => {
+                    for i in 0..20_000u64 {
+                        f.insert(&(base + i)).unwrap();
+                    }
+                    20_000
+                }
+                1 => (0..2_000u64)
+                    .filter(|i| f.insert_unique(&(2 * base + i)).unwrap())
+                    .count() as i64,
+                2 => {
+                    let items: Vec<u64> = (0..5_000u64).map(|i| 3 * base + i).collect();
+                    f.insert_many(&items).unwrap();
+                    5_000
+                }
+                _ => {
+                    for i in 0..100u64 {
+                        assert!(f.remove(&i));
+                    }
+                    -100
+                }
+            };
+            done.fetch_add(1, Ordering::SeqCst);
+            delta
+        }));
+    }
+    thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        done.load(Ordering::SeqCst),
+        0,
+        "a writer finished during the save"
+    );
+    assert_eq!(
+        filter.len(),
+        quiet_len,
+        "the filter changed during the save"
+    );
+    assert_eq!(
+        filter.levels(),
+        levels_before,
+        "the filter grew during the save"
+    );
+    let f = Arc::clone(&filter);
+    watchdog(
+        "count during a held save",
+        Duration::from_secs(2),
+        move || f.count(&1u64),
+    );
+    release.send(()).unwrap();
+    let bytes = watchdog("the held save", LIMIT, move || saver.join().unwrap());
+    let delta: i64 = watchdog(
+        "the writers after the save",
+        Duration::from_secs(30),
+        move || writers.into_iter().map(|w| w.join().unwrap()).sum(),
+    );
+    let r = CuckooFilter::from_bytes(&bytes).unwrap();
+    assert_eq!(r.len(), quiet_len);
+    assert_eq!(r.levels(), levels_before);
+    assert!((0..m).all(|i| r.contains(&i)));
+    assert!(filter.levels() > levels_before);
+    assert_eq!(filter.len() as i64, quiet_len as i64 + delta);
+}

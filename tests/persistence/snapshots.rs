@@ -1,0 +1,853 @@
+//! Snapshots: exact round trips, and every malformed input a typed error (never a panic).
+
+use std::collections::hash_map::RandomState;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+
+use atomic_cuckoo::{CuckooFilter, PersistError};
+
+/// A filter with some duplicates and removals, so every lane state appears.
+fn filled(
+    capacity: usize,
+    bits: u32,
+    expansion: u32,
+    items: usize,
+    seed: u64,
+) -> (CuckooFilter, Vec<u64>) {
+    let filter = CuckooFilter::builder()
+        .capacity(capacity)
+        .fingerprint_bits(bits)
+        .expansion(expansion)
+        .build()
+        .unwrap();
+    let keys = common::distinct_keys(seed, items);
+    let mut kept = Vec::new();
+    for (i, k) in keys.iter().enumerate() {
+        if filter.insert(k).is_err() {
+            break;
+        }
+        if i % 7 == 0 {
+            filter.insert(k).unwrap_or(()); // a second copy where it fits
+        }
+        if i % 5 == 0 {
+            assert!(filter.remove(k));
+        } else {
+            kept.push(*k);
+        }
+    }
+    (filter, kept)
+}
+
+fn assert_same(a: &CuckooFilter, b: &CuckooFilter, kept: &[u64]) {
+    assert_eq!(a.len(), b.len());
+    assert_eq!(a.capacity(), b.capacity());
+    assert_eq!(a.levels(), b.levels());
+    assert_eq!(a.fingerprint_bits(), b.fingerprint_bits());
+    assert_eq!(a.memory_usage(), b.memory_usage());
+    assert!(
+        kept.iter().all(|k| b.contains(k)),
+        "an item was lost in the round trip"
+    );
+    assert!(kept.iter().take(500).all(|k| a.count(k) == b.count(k)));
+    assert_eq!(
+        a.to_bytes(),
+        b.to_bytes(),
+        "restored filter serializes differently"
+    );
+}
+
+#[test]
+fn round_trip_for_every_width_with_and_without_growth() {
+    let seed = common::seed("round trip");
+    for bits in 4..=32 {
+        for expansion in [0, 2] {
+            let (filter, kept) = filled(300, bits, expansion, 2_000, seed ^ u64::from(bits));
+            if expansion > 0 {
+                assert!(filter.levels() > 1, "bits={bits}: did not grow");
+            }
+            let bytes = filter.to_bytes();
+            assert_eq!(bytes.len(), filter.snapshot_size());
+            let from_bytes = CuckooFilter::from_bytes(&bytes).unwrap();
+            assert_same(&filter, &from_bytes, &kept);
+            let mut stream = &bytes[..];
+            let from_stream = CuckooFilter::read_from(&mut stream).unwrap();
+            assert!(
+                stream.is_empty(),
+                "read_from must consume the whole snapshot"
+            );
+            assert_same(&filter, &from_stream, &kept);
+        }
+    }
+}
+
+#[test]
+fn a_rate_driven_growing_filter_round_trips_and_keeps_growing() {
+    let filter = CuckooFilter::builder()
+        .capacity(100)
+        .false_positive_rate(0.001)
+        .expansion(2)
+        .max_levels(20)
+        .build()
+        .unwrap();
+    for k in 0..5_000u32 {
+        filter.insert(&k).unwrap();
+    }
+    let restored = CuckooFilter::from_bytes(&filter.to_bytes()).unwrap();
+    assert_eq!(restored.levels(), filter.levels());
+    let widths = |f: &CuckooFilter| {
+        f.level_stats()
+            .iter()
+            .map(|l| l.fingerprint_bits)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(widths(&restored), widths(&filter));
+    assert!((restored.false_positive_rate() - filter.false_positive_rate()).abs() < 1e-12);
+    for k in 5_000..50_000u32 {
+        restored.insert(&k).unwrap();
+    }
+    assert!(
+        restored.levels() > filter.levels(),
+        "the restored filter grows with the same plan"
+    );
+    assert!((0..50_000u32).all(|k| restored.contains(&k)));
+    assert!(restored.false_positive_rate() <= 0.001);
+}
+
+#[test]
+fn a_snapshot_can_be_followed_by_other_data_in_a_stream() {
+    let (filter, kept) = filled(500, 16, 0, 400, 3);
+    let mut stream = filter.to_bytes();
+    stream.extend_from_slice(b"next record");
+    let mut reader = &stream[..];
+    let restored = CuckooFilter::read_from(&mut reader).unwrap();
+    assert_eq!(reader, b"next record");
+    assert!(kept.iter().all(|k| restored.contains(k)));
+    assert!(matches!(
+        CuckooFilter::from_bytes(&stream),
+        Err(PersistError::TrailingBytes { extra: 11 })
+    ));
+}
+
+fn small_snapshot() -> Vec<u8> {
+    let (filter, _) = filled(24, 12, 2, 80, 11);
+    assert!(
+        filter.levels() >= 2,
+        "the small snapshot should have several levels"
+    );
+    filter.to_bytes()
+}
+
+#[test]
+fn truncation_at_every_length_is_reported() {
+    let bytes = small_snapshot();
+    println!("truncating a {}-byte snapshot at every length", bytes.len());
+    for len in 0..bytes.len() {
+        let prefix = &bytes[..len];
+        assert!(
+            matches!(
+                CuckooFilter::from_bytes(prefix),
+                Err(PersistError::Truncated)
+            ),
+            "from_bytes of {len} bytes"
+        );
+        assert!(
+            matches!(
+                CuckooFilter::read_from(prefix),
+                Err(PersistError::Truncated)
+            ),
+            "read_from of {len} bytes"
+        );
+    }
+}
+
+#[test]
+fn every_single_bit_flip_is_rejected() {
+    let bytes = small_snapshot();
+    let mut tried = 0;
+    for i in 0..bytes.len() {
+        for bit in 0..8 {
+            let mut corrupt = bytes.clone();
+            corrupt[i] ^= 1 << bit;
+            tried += 1;
+            assert!(
+                CuckooFilter::from_bytes(&corrupt).is_err(),
+                "byte {i} bit {bit} (from_bytes)"
+            );
+            assert!(
+                CuckooFilter::read_from(&corrupt[..]).is_err(),
+                "byte {i} bit {bit} (read_from)"
+            );
+        }
+    }
+    println!(
+        "{tried} single-bit corruptions of a {}-byte snapshot, all rejected",
+        bytes.len()
+    );
+}
+
+#[test]
+fn random_bytes_are_rejected_without_panicking() {
+    let seed = common::seed("random bytes");
+    let mut rng = common::Rng::new(seed);
+    let valid = small_snapshot();
+    let mut tried = 0;
+    for round in 0..30_000 {
+        let len = rng.below(400) as usize;
+        let mut bytes: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+        // Also garbage behind a real header prefix, where the parser gets further.
+        if round % 3 == 1 {
+            let keep = (rng.below(valid.len() as u64) as usize).min(bytes.len());
+            bytes[..keep].copy_from_slice(&valid[..keep]);
+        }
+        // And a valid snapshot with a few random bytes overwritten.
+        if round % 3 == 2 {
+            bytes = valid.clone();
+            for _ in 0..1 + rng.below(4) {
+                let at = rng.below(bytes.len() as u64) as usize;
+                let new = rng.next_u64() as u8;
+                if bytes[at] == new {
+                    continue;
+                }
+                bytes[at] = new;
+            }
+            if bytes == valid {
+                continue;
+            }
+        }
+        tried += 1;
+        assert!(CuckooFilter::from_bytes(&bytes).is_err(), "round {round}");
+        assert!(
+            CuckooFilter::read_from(&bytes[..]).is_err(),
+            "round {round}"
+        );
+    }
+    println!("{tried} random inputs rejected");
+}
+
+#[test]
+fn specific_corruptions_get_specific_errors() {
+    let bytes = small_snapshot();
+    let mut bad = bytes.clone();
+    bad[0] = b'X';
+    assert!(matches!(
+        CuckooFilter::from_bytes(&bad),
+        Err(PersistError::BadMagic)
+    ));
+    let mut bad = bytes.clone();
+    bad[8] = 99;
+    assert!(matches!(
+        CuckooFilter::from_bytes(&bad),
+        Err(PersistError::UnsupportedVersion { version: 99 })
+    ));
+    // The last byte is part of the checksum itself.
+    let mut bad = bytes.clone();
+    *bad.last_mut().unwrap() ^= 0x80;
+    assert!(matches!(
+        CuckooFilter::from_bytes(&bad),
+        Err(PersistError::ChecksumMismatch { .. })
+    ));
+    // The header's item count (bytes 48..56).
+    let mut bad = bytes.clone();
+    bad[48] ^= 1;
+    assert!(matches!(
+        CuckooFilter::from_bytes(&bad),
+        Err(PersistError::CountMismatch { what: "header", .. })
+    ));
+    // max_levels of 0 (bytes 24..28).
+    let mut bad = bytes.clone();
+    bad[24..28].copy_from_slice(&0u32.to_le_bytes());
+    assert!(matches!(
+        CuckooFilter::from_bytes(&bad),
+        Err(PersistError::InvalidParameter { .. })
+    ));
+    for e in [
+        PersistError::Truncated,
+        PersistError::HasherMismatch,
+        PersistError::BadMagic,
+    ] {
+        assert!(!e.to_string().is_empty());
+    }
+}
+
+/// A header claiming a table of 2^32 buckets (32 GiB) behind a few bytes of data: rejected as
+/// truncated by from_bytes (it checks the length first), and by read_from because that is not
+/// the shape the plan gives the level (levels nest; the allocation bound of a stream whose
+/// shapes agree is tested in persistence_memory.rs).
+#[test]
+fn a_header_claiming_a_huge_table_is_rejected() {
+    let mut bytes = small_snapshot();
+    // First level header: bits at 64..68, buckets at 72..80.
+    bytes[72..80].copy_from_slice(&(1u64 << 32).to_le_bytes());
+    assert!(matches!(
+        CuckooFilter::from_bytes(&bytes),
+        Err(PersistError::Truncated)
+    ));
+    assert!(matches!(
+        CuckooFilter::read_from(&bytes[..]),
+        Err(PersistError::InvalidParameter { field }) if field.contains("shape")
+    ));
+    // A bucket count past the largest table is a parameter error.
+    bytes[72..80].copy_from_slice(&(1u64 << 33).to_le_bytes());
+    assert!(matches!(
+        CuckooFilter::from_bytes(&bytes),
+        Err(PersistError::InvalidParameter { .. })
+    ));
+}
+
+#[test]
+fn restoring_with_another_hasher_seed_is_refused() {
+    let filter = CuckooFilter::builder()
+        .capacity(100)
+        .hasher(RandomState::new())
+        .build()
+        .unwrap();
+    filter.insert("k").unwrap();
+    let bytes = filter.to_bytes();
+    // Same type, other (random) seeds.
+    assert!(matches!(
+        CuckooFilter::from_bytes_with_hasher(&bytes, RandomState::new()),
+        Err(PersistError::HasherMismatch)
+    ));
+    // The default hasher is another hasher again.
+    assert!(matches!(
+        CuckooFilter::from_bytes(&bytes),
+        Err(PersistError::HasherMismatch)
+    ));
+    // The filter's own hasher restores it.
+    let same = CuckooFilter::from_bytes_with_hasher(&bytes, filter.hasher().clone()).unwrap();
+    assert!(same.contains("k"));
+}
+
+/// While a writer slides a window of `W` items (insert the newest, remove the oldest), a save
+/// must capture the window at one moment: exactly `W` or `W + 1` consecutive items (between the
+/// insert and the remove), all present.
+#[test]
+fn a_save_under_concurrent_writes_is_a_consistent_snapshot() {
+    let seed = common::seed("consistent snapshot");
+    const W: usize = 5_000;
+    let filter = Arc::new(
+        CuckooFilter::builder()
+            .capacity(20_000)
+            .fingerprint_bits(32)
+            .build()
+            .unwrap(),
+    );
+    let keys = Arc::new(common::distinct_keys(seed, 2_000_000));
+    for k in &keys[..W] {
+        filter.insert(k).unwrap();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let head = Arc::new(AtomicUsize::new(W));
+    let start = Arc::new(std::sync::Barrier::new(2));
+    let writer = {
+        let (filter, keys, stop, head, start) = (
+            Arc::clone(&filter),
+            Arc::clone(&keys),
+            Arc::clone(&stop),
+            Arc::clone(&head),
+            Arc::clone(&start),
+        );
+        thread::spawn(move || {
+            start.wait();
+            let mut i = W;
+            while !stop.load(Ordering::Relaxed) && i < keys.len() {
+                filter.insert(&keys[i]).unwrap();
+                assert!(filter.remove(&keys[i - W]));
+                i += 1;
+                head.store(i, Ordering::Release);
+            }
+        })
+    };
+    start.wait();
+    // A save blocks writers while it copies; between saves the writer moves the window on, so
+    // successive snapshots must catch it at different positions (each one whole).
+    let (mut moved, mut previous) = (0, None);
+    for _ in 0..20 {
+        let bytes = filter.to_bytes();
+        let upto = head.load(Ordering::Acquire);
+        let restored = CuckooFilter::from_bytes(&bytes).unwrap();
+        let len = restored.len();
+        assert!(len == W || len == W + 1, "snapshot holds {len} items");
+        // Where the window was: the newest key the snapshot holds.
+        let newest = (0..=upto.min(keys.len() - 1))
+            .rev()
+            .find(|&i| restored.contains(&keys[i]))
+            .unwrap();
+        let window = newest + 1 - len..=newest;
+        assert!(
+            window.clone().all(|i| restored.contains(&keys[i])),
+            "a hole in the snapshot"
+        );
+        if previous.is_some_and(|p| p != newest) {
+            moved += 1;
+        }
+        previous = Some(newest);
+        // Let the writer move the window on before the next save (bounded wait).
+        let waited = std::time::Instant::now();
+        while head.load(Ordering::Acquire) < upto + 100
+            && waited.elapsed() < std::time::Duration::from_secs(5)
+        {
+            thread::yield_now();
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    println!("the window moved between {moved} of 19 pairs of successive snapshots");
+    assert!(
+        moved >= 15,
+        "the writer hardly ran while snapshots were taken"
+    );
+}
+
+/// Snapshots written by the build before bucket layouts were selectable (format version 2,
+/// every bucket one word), kept as files: they load with every item, as one-word filters that
+/// go on growing in that layout, and save again (as version 3) to the same filter.
+#[test]
+fn version_2_snapshots_load_with_every_item() {
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/snapshots-v2");
+    // 1,000 items a level, doubling, 6,000 items in 3 levels (keys 0..6000).
+    let bytes = std::fs::read(format!("{data}/grown-1k-to-6k.snapshot")).unwrap();
+    assert_eq!(
+        u16::from_le_bytes([bytes[8], bytes[9]]),
+        2,
+        "a version 2 file"
+    );
+    let grown = CuckooFilter::from_bytes(&bytes).unwrap();
+    assert_eq!(grown.layout(), atomic_cuckoo::Layout::OneWord);
+    assert_eq!((grown.levels(), grown.len()), (3, 6_000));
+    assert!((0..6_000u64).all(|i| grown.contains(&i)));
+    let streamed = CuckooFilter::read_from(&bytes[..]).unwrap();
+    assert!((0..6_000u64).all(|i| streamed.contains(&i)));
+    // It grows on, and a save of it reloads to the same filter.
+    grown.insert_many(6_000..20_000u64).unwrap();
+    assert!(grown.levels() > 3);
+    let again = CuckooFilter::from_bytes(&grown.to_bytes()).unwrap();
+    assert_eq!(again.layout(), atomic_cuckoo::Layout::OneWord);
+    assert!((0..20_000u64).all(|i| again.contains(&i)));
+    assert_eq!(again.len(), 20_000);
+
+    // A fixed filter of 8-bit fingerprints (eight a word) holding 7i + 1 for i < 2000.
+    let bytes = std::fs::read(format!("{data}/fixed-8bit-2k.snapshot")).unwrap();
+    let fixed = CuckooFilter::from_bytes(&bytes).unwrap();
+    assert_eq!((fixed.fingerprint_bits(), fixed.len()), (8, 2_000));
+    assert!((0..2_000u64).all(|i| fixed.contains(&(i * 7 + 1))));
+}
+
+/// A packed, rate-driven growing filter saved by the build before the harmonic rate budget
+/// (`capacity(1000).false_positive_rate(0.01).expansion(2)`, keys 0..12000, 4 levels; width rule
+/// 2, the split budget). It loads with every item and the widths it was built with, grows on
+/// with that budget (the harmonic one would give level 4 14 bits, not 15), and saves and loads
+/// again as the same filter.
+#[test]
+fn a_snapshot_of_the_split_rate_budget_loads_and_grows_on_with_it() {
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/snapshots-v3");
+    let bytes = std::fs::read(format!("{data}/grown-packed-1k-to-12k.snapshot")).unwrap();
+    assert_eq!(
+        u32::from_le_bytes(bytes[12..16].try_into().unwrap()),
+        2,
+        "width rule 2"
+    );
+    let grown = CuckooFilter::from_bytes(&bytes).unwrap();
+    let widths = |f: &CuckooFilter| -> Vec<u32> {
+        f.level_stats().iter().map(|l| l.fingerprint_bits).collect()
+    };
+    assert_eq!(grown.layout(), Layout::Packed);
+    assert_eq!((grown.levels(), grown.len()), (4, 12_000));
+    assert_eq!(widths(&grown), [12, 13, 14, 14]);
+    assert!((0..12_000u64).all(|i| grown.contains(&i)));
+    grown.insert_many(12_000..40_000u64).unwrap();
+    assert_eq!(widths(&grown)[4..], [15, 15]);
+    let again = CuckooFilter::from_bytes(&grown.to_bytes()).unwrap();
+    assert_eq!(widths(&again), widths(&grown));
+    assert!((0..40_000u64).all(|i| again.contains(&i)));
+
+    // A filter built now with the same settings splits the rate the harmonic way.
+    let fresh = CuckooFilter::builder()
+        .capacity(1_000)
+        .false_positive_rate(0.01)
+        .expansion(2)
+        .build()
+        .unwrap();
+    fresh.insert_many(0..40_000u64).unwrap();
+    assert_eq!(widths(&fresh), [12, 13, 14, 14, 14, 14]);
+    let saved = fresh.to_bytes();
+    assert_eq!(
+        u32::from_le_bytes(saved[12..16].try_into().unwrap()),
+        3,
+        "width rule 3"
+    );
+    assert_eq!(
+        widths(&CuckooFilter::from_bytes(&saved).unwrap()),
+        widths(&fresh)
+    );
+}
+
+/// Version 2 builds knew width rules 1 and 2 only: a version 2 header naming rule 3 (the
+/// harmonic rate budget) is refused.
+#[test]
+fn a_version_2_snapshot_with_the_harmonic_rule_is_refused() {
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/snapshots-v2");
+    let bytes = std::fs::read(format!("{data}/grown-1k-to-6k.snapshot")).unwrap();
+    let mut words = words_of(&bytes);
+    assert_eq!(words[1] >> 32, 2, "width rule 2");
+    words[1] = words[1] & 0xFFFF_FFFF | 3 << 32;
+    assert!(matches!(
+        CuckooFilter::from_bytes(&resealed(words)),
+        Err(PersistError::InvalidParameter {
+            field: "width rule"
+        })
+    ));
+}
+
+/// The version 2 header's flags were reserved: a version 2 snapshot that names a layout there
+/// is refused, not read as a packed one.
+#[test]
+fn a_version_2_snapshot_with_flags_is_refused() {
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/snapshots-v2");
+    let mut bytes = std::fs::read(format!("{data}/fixed-8bit-2k.snapshot")).unwrap();
+    bytes[10] = 1; // the flags' low byte: "packed" in version 3
+    assert!(matches!(
+        CuckooFilter::from_bytes(&bytes),
+        Err(PersistError::InvalidParameter { .. })
+    ));
+}
+
+// ---------------------------------------------------------------- bucket layouts (format 3)
+
+use crate::common;
+use crate::format_model::{checksum, Snapshot};
+use atomic_cuckoo::Layout;
+
+const LAYOUTS: [Layout; 3] = [Layout::Packed, Layout::Compact, Layout::OneWord];
+
+/// Layout codes of the header's flags (FORMAT.md).
+fn layout_code(layout: Layout) -> u16 {
+    match layout {
+        Layout::OneWord => 0,
+        Layout::Packed => 1,
+        _ => 2,
+    }
+}
+
+/// A filter of `layout` with copies and removals, growing or not.
+fn filled_in(
+    layout: Layout,
+    bits: Option<u32>,
+    capacity: usize,
+    expansion: u32,
+    items: usize,
+    seed: u64,
+) -> (CuckooFilter, Vec<u64>) {
+    let mut b = CuckooFilter::builder()
+        .capacity(capacity)
+        .expansion(expansion)
+        .layout(layout);
+    if let Some(bits) = bits {
+        b = b.fingerprint_bits(bits);
+    }
+    let filter = b.build().unwrap();
+    let mut kept = Vec::new();
+    for (i, k) in common::distinct_keys(seed, items).iter().enumerate() {
+        if filter.insert(k).is_err() {
+            break;
+        }
+        if i % 7 == 0 {
+            filter.insert(k).unwrap_or(());
+        }
+        if i % 5 == 0 {
+            assert!(filter.remove(k));
+        } else {
+            kept.push(*k);
+        }
+    }
+    (filter, kept)
+}
+
+/// The words of `bytes` with the checksum made right again.
+fn resealed(mut words: Vec<u64>) -> Vec<u8> {
+    let n = words.len() - 1;
+    words[n] = checksum(&words[..n]);
+    words.iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
+fn words_of(bytes: &[u8]) -> Vec<u64> {
+    bytes
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// Restores `bytes` both ways; when a restore succeeds, uses the filter (lookups, counts,
+/// inserts, removes, a save): none of it may panic. Returns the `from_bytes` result.
+fn restore_and_use(bytes: &[u8], probes: &[u64]) -> Result<CuckooFilter, PersistError> {
+    let streamed = CuckooFilter::read_from(bytes);
+    let whole = CuckooFilter::from_bytes(bytes);
+    assert_eq!(
+        streamed.is_ok(),
+        whole.is_ok(),
+        "read_from and from_bytes disagree: {:?} / {:?}",
+        streamed.as_ref().err(),
+        whole.as_ref().err()
+    );
+    for f in streamed.iter().chain(whole.iter()) {
+        for k in probes {
+            let _ = f.contains(k);
+            let _ = f.count(k);
+        }
+        for k in probes.iter().take(50) {
+            let _ = f.insert(k);
+            let _ = f.remove(k);
+        }
+        let again = f.to_bytes();
+        CuckooFilter::from_bytes(&again).expect("a used restored filter saves and restores");
+    }
+    whole
+}
+
+#[test]
+fn every_layout_round_trips_at_every_width_with_and_without_growth() {
+    let seed = common::seed("layout round trips");
+    for layout in LAYOUTS {
+        for bits in (4..=32).map(Some).chain([None]) {
+            for expansion in [0, 2] {
+                let (f, kept) = filled_in(layout, bits, 40, expansion, 300, seed);
+                let bytes = f.to_bytes();
+                assert_eq!(Snapshot::parse(&bytes).layout(), layout_code(layout));
+                for g in [
+                    CuckooFilter::from_bytes(&bytes).unwrap(),
+                    CuckooFilter::read_from(&bytes[..]).unwrap(),
+                ] {
+                    assert_eq!(g.layout(), layout);
+                    assert_same(&f, &g, &kept);
+                    // And it goes on working: grows, or fills to Full, without losing items.
+                    for k in common::distinct_keys(seed ^ 1, 200) {
+                        let _ = g.insert(&k);
+                    }
+                    assert!(kept.iter().all(|k| g.contains(k)));
+                }
+            }
+        }
+    }
+}
+
+/// Single bit flips anywhere in a snapshot of every layout, with the checksum made right again
+/// (so that the validation behind it is what is tested): a typed error, or a filter that works.
+#[test]
+fn resealed_bit_flips_in_every_layout_give_errors_or_working_filters() {
+    let seed = common::seed("resealed flips");
+    let mut rng = common::Rng::new(seed);
+    let mut outcomes: std::collections::BTreeMap<String, usize> = Default::default();
+    for layout in LAYOUTS {
+        for bits in [5, 8, 10, 12, 13, 17, 21, 32] {
+            let (f, kept) = filled_in(layout, Some(bits), 24, 2, 120, seed);
+            let words = words_of(&f.to_bytes());
+            let n = words.len() - 1;
+            for _ in 0..150 {
+                let mut bad = words.clone();
+                let at = rng.below(n as u64) as usize;
+                bad[at] ^= 1 << rng.below(64);
+                match restore_and_use(&resealed(bad), &kept) {
+                    Err(e) => {
+                        let name = format!("{e:?}");
+                        let name = name.split([' ', '(', '{']).next().unwrap().to_string();
+                        *outcomes.entry(name).or_default() += 1;
+                    }
+                    Ok(_) => *outcomes.entry("restored".into()).or_default() += 1,
+                }
+            }
+        }
+    }
+    println!("outcomes: {outcomes:?}");
+}
+
+/// The layout code in the header's flags changed to every other value: refused (the block
+/// lengths or the buckets do not fit the other layout) or, where they happen to fit, a filter
+/// that works; never a panic.
+#[test]
+fn a_changed_layout_code_is_refused_or_harmless() {
+    let seed = common::seed("layout code");
+    for layout in LAYOUTS {
+        for bits in [4, 5, 8, 9, 12, 16, 17, 32] {
+            for capacity in [1, 10, 100] {
+                let (f, kept) = filled_in(layout, Some(bits), capacity, 2, 60, seed);
+                let words = words_of(&f.to_bytes());
+                for code in [0u64, 1, 2, 3, 0x7FFF, 0xFFFF] {
+                    if code == u64::from(layout_code(layout)) {
+                        continue;
+                    }
+                    let mut bad = words.clone();
+                    bad[1] = (bad[1] & !(0xFFFF << 16)) | code << 16;
+                    let result = restore_and_use(&resealed(bad), &kept);
+                    if code > 2 {
+                        assert!(
+                            matches!(result, Err(PersistError::InvalidParameter { .. })),
+                            "{layout:?} f={bits}: code {code}: {:?}",
+                            result.err()
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Sets `len` bits at bit `at` of the level block starting at word `start`.
+fn set_bits(words: &mut [u64], start: usize, at: u64, len: u32, value: u64) {
+    for k in 0..u64::from(len) {
+        let bit = at + k;
+        let w = &mut words[start + (bit / 64) as usize];
+        let mask = 1u64 << (bit % 64);
+        if (value >> k) & 1 == 1 {
+            *w |= mask;
+        } else {
+            *w &= !mask;
+        }
+    }
+}
+
+/// Offset (in words) of the first level's block.
+const FIRST_BLOCK: usize = 8 + 3;
+
+/// A semi-sorted bucket whose 12-bit nibble index is past the last of the 3876 multisets, at the
+/// first, a straddling and the last bucket: refused as an invalid bucket.
+#[test]
+fn a_semi_sorted_bucket_with_an_invalid_index_is_refused() {
+    for bits in [5, 6, 8, 9, 10, 12, 13, 16, 17, 21, 31, 32] {
+        let f = CuckooFilter::builder()
+            .capacity(50)
+            .fingerprint_bits(bits)
+            .layout(Layout::Compact)
+            .build()
+            .unwrap();
+        let snap = Snapshot::parse(&f.to_bytes());
+        let buckets = snap.levels[0].buckets as u64;
+        let stride = u64::from(4 * bits - 4);
+        let straddling = (0..buckets)
+            .find(|b| (b * stride) % 64 + 12 > 64)
+            .unwrap_or(1);
+        for bucket in [0, straddling, buckets - 1] {
+            for index in [3876u64, 4000, 4095] {
+                let mut words = words_of(&f.to_bytes());
+                set_bits(&mut words, FIRST_BLOCK, bucket * stride, 12, index);
+                let result = restore_and_use(&resealed(words), &[]);
+                assert!(
+                    matches!(result, Err(PersistError::InvalidParameter { .. })),
+                    "f={bits} bucket {bucket} index {index}: {:?}",
+                    result.err()
+                );
+            }
+        }
+    }
+}
+
+/// A bit set after the last bucket, in its last word or in the padding words loads may read:
+/// refused, in every layout and width.
+#[test]
+fn nonzero_bits_past_the_last_bucket_are_refused() {
+    for layout in LAYOUTS {
+        for bits in 4..=32 {
+            let f = CuckooFilter::builder()
+                .capacity(30)
+                .fingerprint_bits(bits)
+                .layout(layout)
+                .build()
+                .unwrap();
+            let words = words_of(&f.to_bytes());
+            let snap = Snapshot::parse(&f.to_bytes());
+            let level = &snap.levels[0];
+            let stride = match layout {
+                Layout::OneWord => 64,
+                Layout::Packed => 4 * u64::from(bits),
+                _ => 4 * u64::from(bits) - 4,
+            };
+            let end = level.buckets as u64 * stride;
+            let block_bits = level.words.len() as u64 * 64;
+            let mut tried = 0;
+            for bit in (end..block_bits).step_by(7).chain([block_bits - 1]) {
+                if bit < end {
+                    continue;
+                }
+                let mut bad = words.clone();
+                set_bits(&mut bad, FIRST_BLOCK, bit, 1, 1);
+                let result = restore_and_use(&resealed(bad), &[]);
+                assert!(
+                    matches!(result, Err(PersistError::InvalidParameter { .. })),
+                    "{layout:?} f={bits} bit {bit} of {block_bits} (end {end}): {:?}",
+                    result.err()
+                );
+                tried += 1;
+            }
+            // One-word widths that fill their words have no bits past the last bucket.
+            if end < block_bits {
+                assert!(tried > 0);
+            }
+            // Bits above the last lane of a one-word bucket are no lane either.
+            if layout == Layout::OneWord && 64 % bits != 0 {
+                let mut bad = words.clone();
+                bad[FIRST_BLOCK] |= 1 << 63;
+                let result = restore_and_use(&resealed(bad), &[]);
+                assert!(
+                    matches!(result, Err(PersistError::InvalidParameter { .. })),
+                    "one-word f={bits}: {:?}",
+                    result.err()
+                );
+            }
+        }
+    }
+}
+
+/// Truncated or padded snapshots of every layout: `Truncated` or `TrailingBytes`.
+#[test]
+fn truncated_or_padded_snapshots_of_every_layout_are_refused() {
+    for layout in LAYOUTS {
+        for bits in [5, 10, 13, 21, 32] {
+            let (f, _) = filled_in(layout, Some(bits), 20, 2, 100, 7);
+            let bytes = f.to_bytes();
+            for cut in [1, 7, 8, 9, 16, bytes.len() / 2, bytes.len() - 1] {
+                let short = &bytes[..bytes.len() - cut];
+                assert!(matches!(
+                    CuckooFilter::from_bytes(short),
+                    Err(PersistError::Truncated)
+                ));
+                assert!(matches!(
+                    CuckooFilter::read_from(short),
+                    Err(PersistError::Truncated)
+                ));
+            }
+            for pad in [1, 8, 24] {
+                let mut long = bytes.clone();
+                long.extend(std::iter::repeat_n(0, pad));
+                assert!(matches!(
+                    CuckooFilter::from_bytes(&long),
+                    Err(PersistError::TrailingBytes { extra }) if extra == pad
+                ));
+                // A stream reads exactly the snapshot and leaves the rest.
+                assert!(CuckooFilter::read_from(&long[..]).is_ok());
+            }
+        }
+    }
+}
+
+/// Version 2 has no layouts: its flags are reserved, so a version-2 header with any nonzero
+/// flags is refused; with zero flags a one-word snapshot loads as version 2.
+#[test]
+fn a_version_2_header_with_nonzero_flags_is_refused() {
+    let (f, kept) = filled_in(Layout::OneWord, Some(12), 50, 2, 200, 3);
+    let words = words_of(&f.to_bytes());
+    let mut v2 = words.clone();
+    v2[1] = (v2[1] & !0xFFFF) | 2;
+    let g = restore_and_use(&resealed(v2.clone()), &kept).expect("a version 2 one-word snapshot");
+    assert!(kept.iter().all(|k| g.contains(k)));
+    assert_eq!(g.layout(), Layout::OneWord);
+    for flags in [1u64, 2, 3, 0x8000, 0xFFFF] {
+        let mut bad = v2.clone();
+        bad[1] |= flags << 16;
+        let result = restore_and_use(&resealed(bad), &kept);
+        assert!(
+            matches!(result, Err(PersistError::InvalidParameter { .. })),
+            "flags {flags}: {:?}",
+            result.err()
+        );
+    }
+}

@@ -1,0 +1,360 @@
+//! `RedisCuckooFilter`: the spec's worked examples byte for byte, round trips through both
+//! export formats, and the concurrency guarantees on tiny tables.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+
+use atomic_cuckoo::redisbloom::{
+    LoadError, RedisCuckooFilter, RedisInsertError, ReserveError, PORTABLE_RDB_VERSION,
+};
+
+use crate::common;
+
+/// The data chunks' bytes, concatenated (the header chunk left out).
+fn data(f: &RedisCuckooFilter) -> Vec<u8> {
+    f.scandump()
+        .into_iter()
+        .skip(1)
+        .flat_map(|(_, c)| c)
+        .collect()
+}
+
+#[test]
+fn the_worked_example_gives_redis_bytes() {
+    // CF.RESERVE w 4 BUCKETSIZE 1, then CF.ADD a b c d e f g h (REDISBLOOM.md §5).
+    let f = RedisCuckooFilter::builder()
+        .capacity(4)
+        .bucket_size(1)
+        .build()
+        .unwrap();
+    for item in ["a", "b", "c", "d", "e", "f", "g", "h"] {
+        f.insert(item).unwrap();
+    }
+    assert_eq!(
+        data(&f),
+        [0x00, 0xc4, 0xcb, 0x10, 0x00, 0xbc, 0xa9, 0x06, 0x4b, 0x00, 0x00, 0x1c]
+    );
+    let chunks = f.scandump();
+    let iterators: Vec<u64> = chunks.iter().map(|(i, _)| *i).collect();
+    assert_eq!(iterators, [1, 5, 9, 13]);
+    // Header: 8 items, 4 buckets, 0 deletes, 3 filters, bs 1, maxIter 20, exp 1 (§7.1).
+    let mut header = vec![8, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0];
+    header.extend([0; 8]);
+    header.extend([3, 0, 0, 0, 0, 0, 0, 0, 1, 0, 20, 0, 1, 0]);
+    assert_eq!(chunks[0].1, header);
+    let info = f.info();
+    assert_eq!((info.size, info.filters, info.items), (100, 3, 8));
+    for item in ["a", "b", "c", "d", "e", "f", "g", "h"] {
+        assert!(f.contains(item), "{item}");
+    }
+}
+
+#[test]
+fn count_counts_a_shared_bucket_twice_like_redis() {
+    // CF.RESERVE cnt 4 BUCKETSIZE 2 (2 buckets); "b" has an even fingerprint (§6).
+    let f = RedisCuckooFilter::builder()
+        .capacity(4)
+        .bucket_size(2)
+        .build()
+        .unwrap();
+    f.insert("b").unwrap();
+    assert_eq!(f.count("b"), 2);
+    f.insert("b").unwrap();
+    assert_eq!(f.count("b"), 4);
+    assert!(f.remove("b"));
+    assert_eq!(f.count("b"), 2);
+    assert_eq!(data(&f), [0x00, 0x00, 0x00, 0x10]);
+}
+
+#[test]
+fn parameters_get_redis_ranges_and_rounding() {
+    let b = RedisCuckooFilter::builder;
+    assert_eq!(
+        b().bucket_size(0).build().unwrap_err(),
+        ReserveError::BucketSize { bucket_size: 0 }
+    );
+    assert!(b().bucket_size(256).build().is_err());
+    assert!(b().max_iterations(0).build().is_err());
+    assert!(b().max_iterations(65_536).build().is_err());
+    assert!(b().expansion(32_769).build().is_err());
+    assert!(b().capacity(3).bucket_size(2).build().is_err());
+    assert!(b().capacity((1 << 30) + 1).build().is_err());
+    assert!(b().max_expansions(0).build().is_err());
+    // Rounding as in REDISBLOOM.md §4.
+    let f = b()
+        .capacity(1025)
+        .bucket_size(4)
+        .expansion(3)
+        .build()
+        .unwrap();
+    assert_eq!((f.info().buckets, f.info().expansion), (256, 4));
+    let f = b().capacity(7).bucket_size(2).expansion(5).build().unwrap();
+    assert_eq!((f.info().buckets, f.info().expansion), (4, 8));
+    assert_eq!(RedisCuckooFilter::reserve(100).unwrap().info().buckets, 64);
+}
+
+#[test]
+fn a_filter_without_expansion_reports_full_and_keeps_everything() {
+    let f = RedisCuckooFilter::builder()
+        .capacity(16)
+        .bucket_size(2)
+        .expansion(0)
+        .build()
+        .unwrap();
+    let mut stored = Vec::new();
+    for i in 0..1_000u32 {
+        let item = i.to_string();
+        match f.insert(&item) {
+            Ok(()) => stored.push(item),
+            Err(e) => {
+                assert_eq!(e, RedisInsertError::Full);
+                break;
+            }
+        }
+    }
+    // A failed insert leaves the bytes as they were (Redis rolls its kicks back).
+    let mut failures = 0;
+    for i in 1_000..1_200u32 {
+        let before = data(&f);
+        match f.insert(i.to_string()) {
+            Ok(()) => stored.push(i.to_string()),
+            Err(_) => {
+                failures += 1;
+                assert_eq!(data(&f), before, "a failed insert changed the bytes");
+            }
+        }
+    }
+    assert!(failures > 100);
+    assert!(stored.iter().all(|s| f.contains(s)));
+    assert_eq!(f.info().items, stored.len() as u64);
+}
+
+#[test]
+fn max_expansions_is_checked_before_the_item() {
+    let f = RedisCuckooFilter::builder()
+        .capacity(4)
+        .bucket_size(1)
+        .max_expansions(2)
+        .build()
+        .unwrap();
+    let err = (0..100u32)
+        .map(|i| f.insert(i.to_string()))
+        .find_map(Result::err)
+        .unwrap();
+    assert_eq!(err, RedisInsertError::MaxExpansionsReached);
+    assert_eq!(f.info().filters, 2);
+    assert_eq!(
+        f.insert_unique("anything"),
+        Err(RedisInsertError::MaxExpansionsReached)
+    );
+}
+
+#[test]
+fn both_export_formats_round_trip() {
+    let seed = common::seed("redisbloom_round_trip");
+    let mut rng = common::Rng::new(seed);
+    for bucket_size in [1u64, 2, 3, 4, 8, 255] {
+        let f = RedisCuckooFilter::builder()
+            .capacity(2 * bucket_size.max(8))
+            .bucket_size(bucket_size)
+            .expansion(2)
+            .build()
+            .unwrap();
+        let items: Vec<String> = (0..300).map(|_| rng.next_u64().to_string()).collect();
+        for item in &items {
+            f.insert(item).unwrap();
+        }
+        for item in items.iter().step_by(3) {
+            assert!(f.remove(item), "seed={seed} bs={bucket_size}");
+        }
+        let chunks = f.scandump();
+        let g = RedisCuckooFilter::from_chunks(chunks.iter().map(|(i, c)| (*i, &c[..]))).unwrap();
+        assert_eq!(g.scandump(), chunks, "seed={seed} bs={bucket_size}");
+        assert_eq!(g.info(), f.info());
+        let payload = f.dump_payload(PORTABLE_RDB_VERSION);
+        let h = RedisCuckooFilter::from_dump_payload(&payload).unwrap();
+        assert_eq!(h.scandump(), chunks, "seed={seed} bs={bucket_size}");
+        for (n, item) in items.iter().enumerate() {
+            if n % 3 != 0 {
+                assert!(h.contains(item) && g.contains(item), "seed={seed}");
+            }
+        }
+    }
+}
+
+#[test]
+fn an_empty_filter_dumps_nothing_and_cannot_be_imported_from_nothing() {
+    let f = RedisCuckooFilter::reserve(100).unwrap();
+    assert!(f.scandump().is_empty());
+    let none: [(u64, &[u8]); 0] = [];
+    assert_eq!(
+        RedisCuckooFilter::from_chunks(none).unwrap_err(),
+        LoadError::NoChunks
+    );
+}
+
+#[test]
+fn compaction_moves_back_and_drops_emptied_sub_filters() {
+    let f = RedisCuckooFilter::builder()
+        .capacity(8)
+        .bucket_size(2)
+        .build()
+        .unwrap();
+    let items: Vec<String> = (0..200).map(|i| format!("k{i}")).collect();
+    for item in &items {
+        f.insert(item).unwrap();
+    }
+    let grown = f.info().filters;
+    assert!(grown > 3);
+    // Deletes trigger the automatic compaction; every remaining item stays findable.
+    for item in &items[..150] {
+        assert!(f.remove(item));
+        assert!(items[150..].iter().all(|i| f.contains(i)));
+    }
+    assert!(f.info().filters < grown, "{:?}", f.info());
+    f.compact();
+    assert_eq!(f.info().deletes, 0);
+    assert!(items[150..].iter().all(|i| f.contains(i)));
+    assert_eq!(f.info().items, 50);
+    // Growing again reuses the dropped sub-filters' shapes.
+    for item in &items[..150] {
+        f.insert(item).unwrap();
+    }
+    assert!(items.iter().all(|i| f.contains(i)));
+}
+
+/// Two writers churn their own items while a reader checks `stable` items, which must never
+/// be missed. Returns the items left in the filter.
+fn churn_and_check(
+    f: &Arc<RedisCuckooFilter>,
+    stable: Vec<String>,
+    limit: usize,
+    seed: u64,
+    compact_every: u64,
+) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let stable = Arc::new(stable);
+    let churn: Vec<_> = (0..2u64)
+        .map(|t| {
+            let (f, stop) = (Arc::clone(f), Arc::clone(&stop));
+            thread::spawn(move || {
+                let mut rng = common::Rng::new(seed ^ t);
+                let mut mine: Vec<String> = Vec::new();
+                let mut rounds = 0;
+                while !stop.load(Ordering::Relaxed) || rounds < 2_000 {
+                    rounds += 1;
+                    if mine.len() < limit && rng.below(3) != 0 {
+                        let item = format!("t{t}-{}", rng.next_u64());
+                        if f.insert(&item).is_ok() {
+                            mine.push(item);
+                        }
+                    } else if !mine.is_empty() {
+                        let at = rng.below(mine.len() as u64) as usize;
+                        let item = mine.swap_remove(at);
+                        assert!(f.remove(&item), "seed={seed}: {item} not removable");
+                    }
+                    if compact_every > 0 && rng.below(compact_every) == 0 {
+                        f.compact();
+                    }
+                }
+                mine
+            })
+        })
+        .collect();
+    let reader = {
+        let (f, stable, stop) = (Arc::clone(f), Arc::clone(&stable), Arc::clone(&stop));
+        thread::spawn(move || {
+            let mut checks = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                for s in stable.iter() {
+                    assert!(f.contains(s), "seed={seed}: false negative for {s}");
+                    checks += 1;
+                }
+            }
+            checks
+        })
+    };
+    thread::sleep(std::time::Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    let left: Vec<String> = churn.into_iter().flat_map(|c| c.join().unwrap()).collect();
+    assert!(reader.join().unwrap() > 0);
+    assert!(
+        stable.iter().chain(&left).all(|s| f.contains(s)),
+        "seed={seed}"
+    );
+    assert_eq!(
+        f.info().items,
+        (stable.len() + left.len()) as u64,
+        "seed={seed}"
+    );
+    // The bytes are a filter Redis would load: the counters agree with the slots.
+    let chunks = f.scandump();
+    RedisCuckooFilter::from_chunks(chunks.iter().map(|(i, c)| (*i, &c[..]))).unwrap();
+}
+
+#[test]
+fn readers_never_miss_while_kicks_walk_a_full_table() {
+    let seed = common::seed("redisbloom_kicks");
+    // One sub-filter of 32 two-slot buckets, kept nearly full: most inserts kick.
+    let f = Arc::new(
+        RedisCuckooFilter::builder()
+            .capacity(64)
+            .bucket_size(2)
+            .expansion(0)
+            .build()
+            .unwrap(),
+    );
+    let stable: Vec<String> = (0..40).map(|i| format!("stable{i}")).collect();
+    for s in &stable {
+        f.insert(s).unwrap();
+    }
+    churn_and_check(&f, stable, 12, seed, 0);
+}
+
+#[test]
+fn readers_never_miss_while_compaction_moves_fingerprints_back() {
+    let seed = common::seed("redisbloom_compaction");
+    let f = Arc::new(
+        RedisCuckooFilter::builder()
+            .capacity(8)
+            .bucket_size(2)
+            .expansion(1)
+            .max_expansions(1_000)
+            .build()
+            .unwrap(),
+    );
+    // Fill the first sub-filters, then add the stable items, which land in newer ones:
+    // deletes and compactions then move them back while the reader checks them.
+    let filler: Vec<String> = (0..40).map(|i| format!("filler{i}")).collect();
+    for s in &filler {
+        f.insert(s).unwrap();
+    }
+    let stable: Vec<String> = (0..24).map(|i| format!("stable{i}")).collect();
+    for s in &stable {
+        f.insert(s).unwrap();
+    }
+    for s in &filler {
+        assert!(f.remove(s));
+    }
+    churn_and_check(&f, stable, 30, seed, 50);
+}
+
+#[test]
+fn racing_insert_unique_stores_an_item_once() {
+    let f = Arc::new(RedisCuckooFilter::reserve(1_000).unwrap());
+    for round in 0..200u32 {
+        let item = format!("item{round}");
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let (f, item) = (Arc::clone(&f), item.clone());
+                thread::spawn(move || f.insert_unique(&item).unwrap())
+            })
+            .collect();
+        let added: usize = threads
+            .into_iter()
+            .map(|t| t.join().unwrap() as usize)
+            .sum();
+        assert_eq!(added, 1, "round {round}");
+    }
+}
