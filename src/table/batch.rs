@@ -41,6 +41,10 @@ impl Table {
         let mut words = [(Bucket::default(), Bucket::default()); BATCH];
         for (i, &key) in keys.iter().enumerate() {
             buckets[i] = self.buckets_of(key);
+            // Prefetches first: they do not hold the load queue while they wait, so the misses
+            // of the whole batch overlap even where each bucket takes two loads below.
+            self.prefetch_bucket(buckets[i].0);
+            self.prefetch_bucket(buckets[i].1);
         }
         // Phase 1: every load of the batch, none depending on another. Per item the order is
         // the lookup's: stripe version (Acquire), then both words (Acquire).
