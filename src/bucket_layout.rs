@@ -161,7 +161,7 @@ impl BucketLayout {
         })
     }
 
-    /// The lanes of a one-part bucket ([`Access::Word`], [`Access::Within`] and
+    /// The lane geometry of a one-part bucket ([`Access::Word`], [`Access::Within`] and
     /// [`Access::Straddling`]: `parts[0]` holds every lane), for paths specialised to them.
     #[inline(always)]
     pub(crate) const fn part(&self) -> &WordLayout {

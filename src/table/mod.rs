@@ -686,3 +686,6 @@ impl Table {
         self.layout.count(&self.load(bucket, Ordering::Relaxed), fp)
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod specialised_tests;

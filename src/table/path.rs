@@ -155,7 +155,7 @@ impl Table {
     /// The positions of a bucket's lanes (see `BucketLayout::positions`), for a table whose
     /// layout's access is `A`.
     #[inline(always)]
-    fn positions_as<const A: u8>(&self) -> impl Iterator<Item = u32> {
+    pub(super) fn positions_as<const A: u8>(&self) -> impl Iterator<Item = u32> {
         let (one_part, part) = (is_one_part(A), *self.layout.part());
         let general = (!one_part).then(|| self.layout.positions());
         part.lane_shifts()

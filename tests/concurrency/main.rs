@@ -9,5 +9,6 @@ mod format_model;
 
 mod contended_inserts;
 mod insert_unique;
+mod layout_stress;
 mod stress;
 mod tiny_growing_filters;
