@@ -202,3 +202,16 @@ impl std::hash::BuildHasher for Identity {
         IdentityHasher(0)
     }
 }
+
+/// Resident set size of this process, in bytes (Linux: `VmRSS` of `/proc/self/status`).
+#[cfg(target_os = "linux")]
+pub fn resident() -> usize {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .expect("a VmRSS line");
+    kib * 1024
+}

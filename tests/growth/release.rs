@@ -211,19 +211,6 @@ fn a_released_level_never_receives_items() {
     );
 }
 
-/// Resident set size of this process, in bytes (Linux).
-#[cfg(target_os = "linux")]
-fn resident() -> usize {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    let kib = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().strip_suffix("kB"))
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .expect("a VmRSS line");
-    kib * 1024
-}
-
 /// A first level of 4M items (about 8 MiB of buckets, so mapped on its own) is emptied and
 /// released: `memory_usage` drops by its words, and on Linux so does the resident set; its
 /// items read as absent, and new items go to level 1 and are found.
@@ -258,12 +245,12 @@ fn releasing_a_large_level_gives_its_memory_back() {
     assert_eq!(filter.level_stats()[0].len, 0);
     let memory = filter.memory_usage();
     #[cfg(target_os = "linux")]
-    let rss = resident();
+    let rss = common::resident();
     assert_eq!(filter.release_empty_levels(), 1);
     let given_back = memory - filter.memory_usage();
     #[cfg(target_os = "linux")]
     {
-        let dropped = rss.saturating_sub(resident());
+        let dropped = rss.saturating_sub(common::resident());
         println!(
             "level 0: {} bytes; memory_usage fell by {given_back}, the resident set by {dropped}",
             level_zero.memory_usage

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use atomic_cuckoo::CuckooFilter;
 
+use crate::common;
 use crate::counting_alloc::one_at_a_time;
 
 const MIB: usize = 1 << 20;
@@ -21,18 +22,6 @@ const SLACK: usize = 8 * MIB;
 /// Level 0's capacity; with expansion 32 the next level is 68 MiB of bucket words, large enough
 /// to be prepared ahead.
 const CAPACITY: usize = 1_000_000;
-
-/// Resident set size of this process, in bytes.
-fn resident() -> usize {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    let kib = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().strip_suffix("kB"))
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .expect("a VmRSS line");
-    kib * 1024
-}
 
 fn growing_filter() -> CuckooFilter {
     CuckooFilter::builder()
@@ -56,7 +45,7 @@ fn fill_until_next_level_is_prepared(filter: &CuckooFilter, base: usize) {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut last = 0;
     loop {
-        let held = resident().saturating_sub(base);
+        let held = common::resident().saturating_sub(base);
         if held >= filter.memory_usage() + 40 * MIB && held == last {
             println!(
                 "filled: {} MiB resident above the start, memory_usage {} MiB",
@@ -79,7 +68,7 @@ fn fill_until_next_level_is_prepared(filter: &CuckooFilter, base: usize) {
 /// Asserts that the resident set grew by at most `filter`'s `memory_usage` (plus `SLACK`) since
 /// `base`.
 fn assert_resident_is_counted(what: &str, filter: &CuckooFilter, base: usize) {
-    let held = resident().saturating_sub(base);
+    let held = common::resident().saturating_sub(base);
     let counted = filter.memory_usage();
     println!("{what}: {held} bytes resident above the start, memory_usage {counted}");
     assert!(
@@ -94,7 +83,7 @@ fn assert_resident_is_counted(what: &str, filter: &CuckooFilter, base: usize) {
 fn clear_frees_the_level_prepared_ahead() {
     let _one = one_at_a_time();
     let fresh = growing_filter().memory_usage();
-    let base = resident();
+    let base = common::resident();
     let filter = growing_filter();
     fill_until_next_level_is_prepared(&filter, base);
     filter.clear();
@@ -113,7 +102,7 @@ fn clear_frees_the_level_prepared_ahead() {
 #[test]
 fn shrink_to_fit_frees_the_level_prepared_ahead() {
     let _one = one_at_a_time();
-    let base = resident();
+    let base = common::resident();
     let mut filter = growing_filter();
     fill_until_next_level_is_prepared(&filter, base);
     filter.shrink_to_fit();
@@ -124,22 +113,22 @@ fn shrink_to_fit_frees_the_level_prepared_ahead() {
 #[test]
 fn copies_hold_only_the_levels_they_count() {
     let _one = one_at_a_time();
-    let start = resident();
+    let start = common::resident();
     let filter = growing_filter();
     fill_until_next_level_is_prepared(&filter, start);
     let bytes = filter.to_bytes();
 
-    let base = resident();
+    let base = common::resident();
     let clone = filter.clone();
     assert_resident_is_counted("clone", &clone, base);
     drop(clone);
 
-    let base = resident();
+    let base = common::resident();
     let restored = CuckooFilter::from_bytes(&bytes).unwrap();
     assert_resident_is_counted("from_bytes", &restored, base);
     drop(restored);
 
-    let base = resident();
+    let base = common::resident();
     let streamed = CuckooFilter::read_from(&bytes[..]).unwrap();
     assert_resident_is_counted("read_from", &streamed, base);
 }
