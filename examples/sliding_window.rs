@@ -1,4 +1,5 @@
-//! A grown filter used as a sliding window, before and after `release_empty_levels`.
+//! A grown filter used as a sliding window, before and after `release_empty_levels` and
+//! `shrink_to_fit`.
 //!
 //! ```text
 //! cargo run --release --example sliding_window -- [--live N] [--ids N]
@@ -9,7 +10,8 @@
 //! leaving the window removed. Then prints the levels, bits per live id
 //! (`memory_usage() * 8 / len()`), the measured false-positive rate over 1,000,000 ids never
 //! inserted, and the rate of those absent lookups on one thread (best of three timed passes),
-//! before and after `release_empty_levels()`; and the same for a static `capacity(live)`
+//! before and after `release_empty_levels()`, then after `shrink_to_fit()` (which also narrows
+//! the oldest live level's fingerprints); and the same for a static `capacity(live)`
 //! filter holding the window's last ids. Plain timed loops, fixed keys: every run does the same
 //! work.
 
@@ -73,7 +75,7 @@ fn main() {
         eprintln!("{e}");
         std::process::exit(2);
     });
-    let filter = CuckooFilter::builder()
+    let mut filter = CuckooFilter::builder()
         .capacity(1_000)
         .expansion(2)
         .false_positive_rate(0.01)
@@ -99,6 +101,14 @@ fn main() {
         start.elapsed().as_secs_f64() * 1e3
     );
     report("grown, after release", &filter);
+    assert!((ids - live..ids).all(|id| filter.contains(&id)));
+    let start = Instant::now();
+    filter.shrink_to_fit();
+    println!(
+        "shrink_to_fit: {:.2} ms",
+        start.elapsed().as_secs_f64() * 1e3
+    );
+    report("grown, after shrink_to_fit", &filter);
     assert!((ids - live..ids).all(|id| filter.contains(&id)));
 
     let fixed = CuckooFilter::builder()

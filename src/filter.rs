@@ -379,6 +379,15 @@ impl<S> CuckooFilter<S> {
     /// [`release_empty_levels`](CuckooFilter::release_empty_levels)). Takes `&mut self`: no
     /// other thread may be reading the levels it frees.
     ///
+    /// When every level below the oldest one holding items is released (a sliding window has
+    /// moved past them), that level's fingerprints are then cut to the first level's width:
+    /// the levels below it no longer spend their share of the target rate, so it can take the
+    /// first level's. Its items stay where they are and are all still found; the measured
+    /// rate stays under the target, and the level takes less memory. A window of 500,000 ids
+    /// slid over 8,000,000 at a 1 % target: 18.7 bits per live id after the release, 15.1
+    /// after `shrink_to_fit`, at a measured 0.16 % (a static filter of 500,000: 10.6 bits at
+    /// 0.75 %). Later levels keep their planned widths.
+    ///
     /// ```
     /// let mut filter = atomic_cuckoo::CuckooFilter::builder()
     ///     .capacity(100)
@@ -405,9 +414,10 @@ impl<S> CuckooFilter<S> {
     /// [`levels`](CuckooFilter::levels) and keeps its place, but it holds no item, never
     /// receives one again (an insert that was aiming at it goes to the newest level instead),
     /// and lookups, counts and removes skip it. Its memory goes back to the operating system
-    /// on Linux for a level of at least 2 MiB of buckets, which has a mapping of its own;
-    /// smaller levels (and the levels of a filter restored from a snapshot, which come from
-    /// the allocator) keep their memory, but are skipped all the same.
+    /// on Linux for a level of at least 16 KiB of buckets, which has a mapping of its own
+    /// (restored filters' levels too); smaller levels keep their few pages, but are skipped all
+    /// the same. [`shrink_to_fit`](CuckooFilter::shrink_to_fit) also narrows the fingerprints
+    /// of the oldest level left.
     /// [`memory_usage`](CuckooFilter::memory_usage) stops counting what was given back,
     /// [`slots`](CuckooFilter::slots) the released levels' slots, and
     /// [`false_positive_rate`](CuckooFilter::false_positive_rate) their rates.

@@ -15,6 +15,8 @@
 //! as zeros). No writer stores into a released level again (an insert that finds it released
 //! under its stripes retries at the newest level, see `Table::release_if_empty`), so lookups
 //! and removes skip it: it has nothing to find. The newest level is never released.
+//! `shrink_to_fit` then narrows the oldest live level's fingerprints to level 0's width once
+//! every level below it is released (see `narrow_oldest_live_level`).
 //!
 //! Inserts go to the newest level; lookups, counts and removes look at every level, newest
 //! first. `insert_unique` uses the item's level-0 bucket pair as a gate: holding its stripes,
@@ -366,6 +368,20 @@ impl Levels {
             published += 1;
         }
         levels.published.store(published, Ordering::Relaxed);
+        // A level narrowed by `shrink_to_fit` had every level below it released, which a
+        // snapshot or a copy holds as empty ones: release them again, so that no lookup derives
+        // a key for a level wider than a newer one (`KeyMapper::narrow`).
+        let narrowed = (1..published)
+            .rev()
+            .find(|&i| levels.level(i).shape().bits < levels.level(i - 1).shape().bits);
+        if let Some(narrowed) = narrowed {
+            for i in 0..narrowed {
+                let released = levels.level(i).release_if_empty();
+                debug_assert!(released, "the levels below a narrowed one are empty");
+                // Relaxed: the levels are not shared yet.
+                levels.released.fetch_or(1 << i, Ordering::Relaxed);
+            }
+        }
         levels
     }
 
@@ -901,7 +917,8 @@ impl Levels {
     /// Drops the newest levels while they are empty (released ones included), keeping the
     /// first, then releases the empty older levels; exclusive access. A released level left as
     /// the newest (only the first can be: a released level is empty) is made an ordinary one
-    /// again, since inserts go there.
+    /// again, since inserts go there. Then narrows the oldest live level where it can (see
+    /// `narrow_oldest_live_level`).
     pub(crate) fn shrink_to_fit(&mut self) {
         let mut published = self.count();
         while published > 1 && self.level(published - 1).len() == 0 {
@@ -924,6 +941,38 @@ impl Levels {
         let kept = self.released.load(Ordering::Relaxed) & below_newest;
         self.released.store(kept, Ordering::Relaxed);
         self.release_empty_levels();
+        self.narrow_oldest_live_level();
+    }
+
+    /// Once every level below the oldest live one is released, truncates that level's
+    /// fingerprints to the first level's width (see `Table::narrowed`); exclusive access.
+    ///
+    /// Why the rate still holds: the levels below it probe nothing, and the first level's
+    /// share of the target rate (see `GrowthPlan::level_rate`) was computed for that width at
+    /// the same load per bucket, so the narrowed level takes that share at most; each later
+    /// level keeps its own. Why nesting still holds: the levels below are empty and never
+    /// receive an item again (only the newest level does, and a released level left as the
+    /// newest by `shrink_to_fit` is one with no live level above it); later levels are at
+    /// least as wide, and keys nest by width and buckets (see `hashing`). If the narrower
+    /// table cannot be allocated, the level is kept as it is.
+    fn narrow_oldest_live_level(&mut self) {
+        let count = self.count();
+        // Relaxed: `&mut self`.
+        let oldest_live = self.released.load(Ordering::Relaxed).trailing_ones() as usize;
+        if oldest_live == 0 || oldest_live >= count {
+            return;
+        }
+        let huge_pages = self.huge_pages;
+        let table = self.more[oldest_live - 1]
+            .get_mut()
+            .expect("a published level is set");
+        let base_bits = table.shape().base_bits;
+        if table.shape().bits == base_bits {
+            return;
+        }
+        if let Ok(narrowed) = table.narrowed(base_bits, huge_pages) {
+            *table = narrowed;
+        }
     }
 
     /// Releases every empty level but the newest (see `Table::release_if_empty`); returns how

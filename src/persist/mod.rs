@@ -278,12 +278,19 @@ impl<S: BuildHasher> CuckooFilter<S> {
             let level =
                 LevelHeader::decode(&input.array::<LEVEL_HEADER_WORDS>()?, header.plan.layout)?;
             // Levels nest (see `hashing`): each one's shape follows from the plan, and only
-            // that shape interprets its fingerprints correctly.
+            // that shape interprets its fingerprints correctly. A level above only empty ones
+            // may have been narrowed (`shrink_to_fit`), to a width down to the first level's.
+            let narrowed =
+                |s: &TableShape| i > 0 && total == 0 && (s.base_bits..s.bits).contains(&level.bits);
             let shape = header
                 .plan
                 .level_shape(i)
                 .ok()
-                .filter(|s| (s.buckets, s.bits) == (level.buckets, level.bits))
+                .filter(|s| s.buckets == level.buckets && (s.bits == level.bits || narrowed(s)))
+                .map(|s| TableShape {
+                    bits: level.bits,
+                    ..s
+                })
                 .ok_or(PersistError::InvalidParameter {
                     field: "level shape (not the plan's)",
                 })?;

@@ -424,6 +424,57 @@ impl Table {
         ))
     }
 
+    /// A copy of this table with every fingerprint truncated to `bits`, from the first level's
+    /// width up to this table's own: each fingerprint stays in its bucket, which is still one
+    /// of its item's two. The alternate bucket depends on the fingerprint only through its
+    /// first-level truncation (see `hashing`), which the narrower fingerprint still has; and
+    /// the narrower fingerprint is the one a key of that width gives (`KeyMapper::key`), 0
+    /// becoming 1 the same way. Exclusive access: no writer is in flight.
+    ///
+    /// Every bucket keeps its lanes: a width no wider has at least as many lanes per bucket.
+    pub(crate) fn narrowed(
+        &mut self,
+        bits: u32,
+        huge_pages: bool,
+    ) -> Result<Table, AllocationFailed> {
+        let shape = TableShape { bits, ..self.shape };
+        debug_assert!(shape.base_bits <= bits && bits <= self.shape.bits);
+        debug_assert!(shape.nesting().is_valid());
+        let layout = shape
+            .bucket_layout()
+            .expect("the first level's width and every width above it are valid");
+        let words = layout
+            .words_for(shape.buckets)
+            .ok_or(AllocationFailed { bytes: usize::MAX })?;
+        let words = BucketWords::zeroed(words, huge_pages)?;
+        let shift = self.shape.bits - bits;
+        let empty = layout.bucket_at([0; 3], 0);
+        for bucket in 0..shape.buckets {
+            // Relaxed: `&mut self`; the new words are not shared until returned.
+            let old = self.load(bucket, Ordering::Relaxed);
+            let mut new = empty;
+            for position in self.layout.positions() {
+                let fp = self.layout.lane(&old, position);
+                if fp != 0 {
+                    let lane = layout
+                        .first_empty(&new)
+                        .expect("a narrower bucket has as many lanes");
+                    new = layout.with_lane(new, lane, (fp >> shift).max(1));
+                }
+            }
+            let (first, at) = layout.locate(bucket);
+            for (word, mask) in words[first..]
+                .iter()
+                .zip(layout.change_masks(&empty, &new, at))
+            {
+                if mask != 0 {
+                    word.fetch_xor(mask, Ordering::Relaxed);
+                }
+            }
+        }
+        Ok(Table::from_words(shape, words, self.len(), self.limits))
+    }
+
     /// The two buckets of a key (equal when the fingerprint maps the bucket onto itself).
     #[inline]
     pub(crate) fn buckets_of(&self, key: ItemKey) -> (usize, usize) {

@@ -1,20 +1,22 @@
 //! Memory for bucket words: one contiguous array of `AtomicU64`.
 //!
 //! A new level may be allocated by the insert that found the newest one full (when it was not
-//! prepared ahead, see `levels`), so allocating writes nothing. On Linux, tables of 2 MiB and
+//! prepared ahead, see `levels`), so allocating writes nothing. On Linux, tables of 16 KiB and
 //! more get a private anonymous mapping of their own, which the kernel hands out zeroed page by
 //! page on first touch: the zeroing and the page faults spread over the inserts that fill the
 //! table instead of stalling the one that added it (writing a 16 MiB level took that insert
 //! 2–22 ms). `fault_in` takes all the faults at once, for a table built off the insert path. A
 //! mapping of its own also keeps the allocator from reusing freed heap memory, which it would
-//! have to zero itself. Smaller tables, and all tables elsewhere, come zeroed from the allocator.
+//! have to zero itself, and lets a released level give its pages back (`give_back`) while it
+//! stays readable. Smaller tables, and all tables elsewhere, come zeroed from the allocator.
 //!
-//! Large tables also ask the kernel for transparent huge pages (Linux `madvise(MADV_HUGEPAGE)`,
-//! honoured when the system's THP mode is `madvise` or `always`): a lookup touches two random
-//! buckets, and with 4 KiB pages nearly every such touch in a table of tens of megabytes also
-//! misses the TLB. Those mappings start on a 2 MiB boundary, and the advice comes before the
-//! first touch, so each 2 MiB of the table is one huge page fault. `prefetch` asks for a word's
-//! line ahead of its use (`insert_many`). This module holds the crate's only `unsafe` code.
+//! Tables of 2 MiB and more also ask the kernel for transparent huge pages (Linux
+//! `madvise(MADV_HUGEPAGE)`, honoured when the system's THP mode is `madvise` or `always`): a
+//! lookup touches two random buckets, and with 4 KiB pages nearly every such touch in a table
+//! of tens of megabytes also misses the TLB. Those mappings start on a 2 MiB boundary, and the
+//! advice comes before the first touch, so each 2 MiB of the table is one huge page fault.
+//! `prefetch` asks for a word's line ahead of its use (`insert_many`). This module holds the
+//! crate's only `unsafe` code.
 //!
 //! Under loom, atomics are loom objects that cannot be made by zeroing memory: the words are a
 //! plain boxed slice there.
@@ -22,9 +24,16 @@
 use super::AllocationFailed;
 use crate::sync::AtomicU64;
 
-/// Tables at least this large (bytes) are mapped on their own (Linux) and use huge pages.
+/// Tables at least this large (bytes) use huge pages, and the next level of a growing filter
+/// is prepared ahead from this size on (see `levels`).
 #[cfg(not(loom))]
 const HUGE_PAGE: usize = 2 << 20;
+
+/// Tables at least this large (bytes) are mapped on their own (Linux), so that a released
+/// level gives its memory back. Four pages: below that the memory is too little to matter, and
+/// the allocator serves it faster than a mapping.
+#[cfg(not(loom))]
+const OWN_MAPPING: usize = 16 << 10;
 
 #[cfg(not(loom))]
 pub(crate) use real::{prefetch, BucketWords};
@@ -39,7 +48,7 @@ mod real {
     use std::ops::Deref;
     use std::ptr::NonNull;
 
-    use super::{AllocationFailed, AtomicU64, HUGE_PAGE};
+    use super::{AllocationFailed, AtomicU64, HUGE_PAGE, OWN_MAPPING};
     use crate::sync::Ordering;
 
     /// An owned, initialised `[AtomicU64]`.
@@ -73,7 +82,8 @@ mod real {
             let bytes = len.checked_mul(8).ok_or(failed)?;
             assert!(bytes > 0, "tables have at least two buckets");
             #[cfg(target_os = "linux")]
-            if bytes >= HUGE_PAGE {
+            if bytes >= OWN_MAPPING {
+                let huge_pages = huge_pages && bytes >= HUGE_PAGE;
                 let (mapping, start) = Mapping::zeroed(bytes, huge_pages).ok_or(failed)?;
                 let owner = Owner::Mapped(mapping);
                 let ptr = start.cast::<AtomicU64>();
@@ -90,11 +100,27 @@ mod real {
             Ok(BucketWords { ptr, len, owner })
         }
 
-        /// Takes over a boxed slice (a table restored from a stream), advising its memory onto
-        /// huge pages where it happens to cover whole aligned ones.
+        /// Takes over a boxed slice (a table restored from a stream). A table large enough for
+        /// a mapping of its own is copied into one (its non-zero words only, so empty pages are
+        /// never backed), as if it had been allocated by `zeroed`: its memory can then be given
+        /// back if its level is released. Otherwise (or if the kernel refuses the mapping) the
+        /// slice's memory is kept, advised onto huge pages where it covers whole aligned ones.
         pub(crate) fn from_boxed(words: Box<[AtomicU64]>, huge_pages: bool) -> Self {
             let len = words.len();
             let layout = Layout::for_value::<[AtomicU64]>(&words);
+            #[cfg(target_os = "linux")]
+            if layout.size() >= OWN_MAPPING {
+                if let Ok(mapped) = Self::zeroed(len, huge_pages) {
+                    for (from, to) in words.iter().zip(mapped.iter()) {
+                        // Relaxed: neither table is shared yet.
+                        let word = from.load(Ordering::Relaxed);
+                        if word != 0 {
+                            to.store(word, Ordering::Relaxed);
+                        }
+                    }
+                    return mapped;
+                }
+            }
             let raw = Box::into_raw(words).cast::<AtomicU64>();
             if huge_pages && layout.size() >= HUGE_PAGE {
                 advise_huge_pages(raw.cast::<u8>(), layout.size());
@@ -121,9 +147,9 @@ mod real {
         /// Gives the memory of the words back to the OS while they stay readable (and read as
         /// zero), for a table that is empty and that no writer will store into again (a released
         /// level, see `Table::release_if_empty`). Returns how many bytes of words were given
-        /// back: all of a mapped table's; none of a table from the global allocator (small
-        /// tables, restored ones), whose memory may not be ours to advise: an allocator may back
-        /// it with a private file mapping, which MADV_DONTNEED would read back from the file.
+        /// back: all of a mapped table's; none of a table from the global allocator (tables
+        /// under 16 KiB), whose memory may not be ours to advise: an allocator may back it with
+        /// a private file mapping, which MADV_DONTNEED would read back from the file.
         ///
         /// Every word must be zero, and no thread may store a non-zero value into one from now
         /// on: the pages are replaced with fresh zero-filled ones, so a non-zero value would be

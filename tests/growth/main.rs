@@ -12,6 +12,7 @@ mod lookup_oracle;
 mod lookup_stress;
 mod lookups;
 mod model;
+mod narrowing;
 mod release;
 mod remove;
 mod shapes;

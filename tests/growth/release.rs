@@ -273,6 +273,64 @@ fn releasing_a_large_level_gives_its_memory_back() {
     );
 }
 
+/// A sliding window of 40,000 ids over 400,000 empties the older levels of a filter that
+/// started at 1,000 items. Released, every level with at least 16 KiB of buckets (each has a
+/// mapping of its own) gives its words back, in the filter itself and in copies restored by
+/// `from_bytes` and by `read_from` (whose levels are copied into mappings too): what is left of
+/// such a level is its stripes.
+#[test]
+fn released_levels_give_their_memory_back_from_16_kib_and_after_a_restore() {
+    let filter = CuckooFilter::builder()
+        .capacity(1_000)
+        .expansion(2)
+        .build()
+        .unwrap();
+    for id in 0..400_000u64 {
+        filter.insert(&id).unwrap();
+        if id >= 40_000 {
+            filter.remove(&(id - 40_000));
+        }
+    }
+    let bytes = filter.to_bytes();
+    let restored = [
+        ("built", filter),
+        ("from_bytes", CuckooFilter::from_bytes(&bytes).unwrap()),
+        ("read_from", CuckooFilter::read_from(&bytes[..]).unwrap()),
+    ];
+    for (how, filter) in restored {
+        let before = filter.level_stats();
+        let released = filter.release_empty_levels();
+        let after = filter.level_stats();
+        println!(
+            "{how}: {} levels, {released} released; bytes per level before {:?}, after {:?}",
+            before.len(),
+            before.iter().map(|l| l.memory_usage).collect::<Vec<_>>(),
+            after.iter().map(|l| l.memory_usage).collect::<Vec<_>>()
+        );
+        let mut large_released = 0;
+        for (i, (was, now)) in before.iter().zip(&after).enumerate() {
+            // Words and stripes: 16 KiB of words and a few hundred bytes of stripes at least.
+            if now.released && was.memory_usage >= 17 << 10 {
+                large_released += 1;
+                assert!(
+                    now.memory_usage * 16 < was.memory_usage,
+                    "{how}: level {i} released but kept {} of {} bytes",
+                    now.memory_usage,
+                    was.memory_usage
+                );
+            }
+        }
+        assert!(
+            large_released >= 2,
+            "{how}: {large_released} large levels released"
+        );
+        assert!(
+            (360_000..400_000u64).all(|id| filter.contains(&id)),
+            "{how}"
+        );
+    }
+}
+
 /// `shrink_to_fit` drops empty levels at the newest end, released ones included; a released
 /// first level left as the newest becomes an ordinary level that takes inserts again.
 #[test]
