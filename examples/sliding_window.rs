@@ -2,10 +2,10 @@
 //! `shrink_to_fit`.
 //!
 //! ```text
-//! cargo run --release --example sliding_window -- [--live N] [--ids N]
+//! cargo run --release --example sliding_window -- [--live N] [--ids N] [--rate P]
 //! ```
 //!
-//! Builds `capacity(1_000).expansion(2)` (1 % target rate) and slides a window of `--live`
+//! Builds `capacity(1_000).expansion(2)` (`--rate`, default 0.01) and slides a window of `--live`
 //! (default 500,000) ids over `--ids` (default 8,000,000): each new id is inserted and the one
 //! leaving the window removed. Then prints the levels, bits per live id
 //! (`memory_usage() * 8 / len()`), the measured false-positive rate over 1,000,000 ids never
@@ -23,22 +23,26 @@ const ABSENT: u64 = 1_000_000;
 /// Absent ids start here, far above every inserted one.
 const ABSENT_BASE: u64 = 1 << 40;
 
-fn parse_args() -> Result<(u64, u64), String> {
-    let (mut live, mut ids) = (500_000u64, 8_000_000u64);
+fn parse_args() -> Result<(u64, u64, f64), String> {
+    let (mut live, mut ids, mut rate) = (500_000u64, 8_000_000u64, 0.01f64);
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let value = it.next().ok_or(format!("{flag} needs a value"))?;
-        let n = value.parse().map_err(|_| format!("bad {flag} {value}"))?;
+        let bad = || format!("bad {flag} {value}");
         match flag.as_str() {
-            "--live" => live = n,
-            "--ids" => ids = n,
+            "--live" => live = value.parse().map_err(|_| bad())?,
+            "--ids" => ids = value.parse().map_err(|_| bad())?,
+            "--rate" => rate = value.parse().map_err(|_| bad())?,
             _ => return Err(format!("unknown argument {flag}")),
         }
     }
     if live == 0 || ids < live {
         return Err("need 0 < --live <= --ids".into());
     }
-    Ok((live, ids))
+    if !(rate > 0.0 && rate < 1.0) {
+        return Err("need 0 < --rate < 1".into());
+    }
+    Ok((live, ids, rate))
 }
 
 /// The share of absent ids found, and absent lookups per second (best of three passes).
@@ -71,14 +75,14 @@ fn report(what: &str, filter: &CuckooFilter) {
 }
 
 fn main() {
-    let (live, ids) = parse_args().unwrap_or_else(|e| {
+    let (live, ids, rate) = parse_args().unwrap_or_else(|e| {
         eprintln!("{e}");
         std::process::exit(2);
     });
     let mut filter = CuckooFilter::builder()
         .capacity(1_000)
         .expansion(2)
-        .false_positive_rate(0.01)
+        .false_positive_rate(rate)
         .build()
         .expect("a valid configuration");
     let start = Instant::now();
@@ -113,7 +117,7 @@ fn main() {
 
     let fixed = CuckooFilter::builder()
         .capacity(live as usize)
-        .false_positive_rate(0.01)
+        .false_positive_rate(rate)
         .build()
         .expect("a valid configuration");
     fixed.insert_many(ids - live..ids).expect("the window fits");
