@@ -368,12 +368,14 @@ impl Levels {
             published += 1;
         }
         levels.published.store(published, Ordering::Relaxed);
-        // A level narrowed by `shrink_to_fit` had every level below it released, which a
-        // snapshot or a copy holds as empty ones: release them again, so that no lookup derives
-        // a key for a level wider than a newer one (`KeyMapper::narrow`).
-        let narrowed = (1..published)
-            .rev()
-            .find(|&i| levels.level(i).shape().bits < levels.level(i - 1).shape().bits);
+        // A level narrowed by `shrink_to_fit` (narrower than planned) had every level below it
+        // released, which a snapshot or a copy holds as empty ones: release them again, so
+        // that no lookup derives a key for a level wider than a newer one (`KeyMapper::narrow`)
+        // or probes a level that can hold nothing.
+        let narrowed = (1..published).rev().find(|&i| {
+            let planned = levels.plan.level_bits(i as u32);
+            planned.is_ok_and(|bits| levels.level(i).shape().bits < bits)
+        });
         if let Some(narrowed) = narrowed {
             for i in 0..narrowed {
                 let released = levels.level(i).release_if_empty();
