@@ -6,10 +6,12 @@
 //! ```sh
 //! cargo bench -p peer-benches --bench grown_memory_quick
 //! cargo bench -p peer-benches --bench grown_memory_quick -- --probes 4000000 --to 8000000
+//! cargo bench -p peer-benches --bench grown_memory_quick -- --expansion 4 --max-levels 16
 //! ```
 //!
 //! Checkpoints: `--from` (default 1,000,000) to `--to` (4,000,000) in steps of `--step`
-//! (250,000), for each target in `--rates` (default `0.01,0.001`). Keys are one SplitMix64
+//! (250,000), for each target in `--rates` (default `0.01,0.001`), with `--expansion` (2) and
+//! `--max-levels` (the builder's default). Keys are one SplitMix64
 //! stream per target (seed `SEED`): its first `--to` values are inserted in order, the next
 //! `--probes` (default 1,000,000) are probed. The stream's values are all distinct, so the probes
 //! are absent by construction, and every checkpoint probes the same keys.
@@ -32,16 +34,28 @@ struct Run {
     step: usize,
     probes: usize,
     rates: Vec<f64>,
+    expansion: u32,
+    max_levels: Option<u32>,
 }
 
 fn options() -> Run {
-    let (_, values) = quick_args(&["--from", "--to", "--step", "--probes", "--rates"]);
+    let (_, values) = quick_args(&[
+        "--from",
+        "--to",
+        "--step",
+        "--probes",
+        "--rates",
+        "--expansion",
+        "--max-levels",
+    ]);
     let mut run = Run {
         from: 1_000_000,
         to: 4_000_000,
         step: 250_000,
         probes: 1_000_000,
         rates: vec![0.01, 0.001],
+        expansion: 2,
+        max_levels: None,
     };
     for (flag, value) in values {
         match flag.as_str() {
@@ -49,6 +63,8 @@ fn options() -> Run {
             "--to" => run.to = positive_count(&flag, &value),
             "--step" => run.step = positive_count(&flag, &value),
             "--probes" => run.probes = positive_count(&flag, &value),
+            "--expansion" => run.expansion = positive_count(&flag, &value) as u32,
+            "--max-levels" => run.max_levels = Some(positive_count(&flag, &value) as u32),
             "--rates" => {
                 run.rates = value
                     .split(',')
@@ -91,14 +107,17 @@ fn main() {
         );
         drop(fixed);
 
-        let grown = CuckooFilter::builder()
+        let mut builder = CuckooFilter::builder()
             .capacity(1_000)
             .false_positive_rate(rate)
-            .expansion(2)
-            .build()
-            .unwrap();
+            .expansion(run.expansion);
+        if let Some(levels) = run.max_levels {
+            builder = builder.max_levels(levels);
+        }
+        let grown = builder.build().unwrap();
         println!(
-            "| items, target {rate} | levels | bits/item | newest load | measured | expected |"
+            "| items, target {rate}, expansion {}, max levels {:?} | levels | bits/item | newest load | measured | expected |",
+            run.expansion, run.max_levels
         );
         println!("|---:|---:|---:|---:|---:|---:|");
         let mut inserted = 0;
