@@ -77,13 +77,15 @@ fn safe_max_exp(nb: u64, bs: u64, exp: u64, rng: &mut Rng) -> u64 {
     1 + rng.below(n)
 }
 
-/// How many more sub-filters the model may add before its newest one would pass 64 KiB.
-/// Only a reloaded filter (32 max expansions) with an expansion above 1 is limited here;
-/// the others are bounded by `safe_max_exp`. Every inserted copy may add a sub-filter (a hot
-/// item fills both its buckets in each one), so a batch is cut to this length: before this
-/// cap, a batch of 79 copies of one item grew a bucket-size-1 filter to a 4 GiB sub-filter.
+/// How many more sub-filters the model may add before its newest one would pass 64 KiB: a
+/// batch is cut to this length. `safe_max_exp` bounds the sub-filters that the max-expansions
+/// check lets a single insert add, but `insert_many` (CF.INSERT) checks that limit once per
+/// call, and every inserted copy may add a sub-filter (a hot item fills both its buckets in
+/// each one). Uncut, a batch of 75 copies of 5 items grew a 2-byte filter with expansion 4
+/// from 4 sub-filters until the 17th, of 8 GiB, could not be allocated. No insert can grow a
+/// filter at its limit, nor one with expansion 0; with expansion 1 the sub-filters stay small.
 fn growth_room(m: &Model) -> usize {
-    if m.max_exp != 32 || m.expansion <= 1 {
+    if m.expansion <= 1 || m.subs.len() as u64 >= m.max_exp {
         return usize::MAX;
     }
     let mut bytes = m.nb.saturating_mul(m.bs as u64);
@@ -230,14 +232,16 @@ fn run_sequence(
 
 static STATS: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
 
+/// A fixed number of sequences, not a time budget: a seed replays the whole run.
+const ROUNDS_PER_BUCKET_SIZE: u64 = 150;
+
 #[test]
 fn random_sequences_match_the_serial_model_byte_for_byte() {
     let s = seed("random_sequences_match_the_serial_model_byte_for_byte");
     let mut rng = Rng::new(s);
     let sizes = [1u64, 2, 3, 4, 5, 6, 7, 8, 9, 16, 255];
-    let start = std::time::Instant::now();
-    let mut round = 0u64;
-    while start.elapsed().as_secs() < 12 || round < sizes.len() as u64 * 4 {
+    let rounds = ROUNDS_PER_BUCKET_SIZE * sizes.len() as u64;
+    for round in 0..rounds {
         let bs = sizes[(round % sizes.len() as u64) as usize];
         let expansion = [0u64, 1, 2, 3, 4][rng.below(5) as usize];
         let max_iter = 1 + rng.below(30);
@@ -249,11 +253,35 @@ fn random_sequences_match_the_serial_model_byte_for_byte() {
             "round {round} (cap {cap} bs {bs} exp {expansion} iter {max_iter} maxexp {max_exp})"
         );
         run_sequence(&mut rng, bs, expansion, max_iter, cap, max_exp, ops, &ctx);
-        round += 1;
     }
     let st: Vec<u64> = STATS.iter().map(|a| a.load(Relaxed)).collect();
-    println!("{round} sequences; ops that dropped / grew / compacted-without-drop / at-limit / >=4 subs: {st:?}");
+    println!("{rounds} sequences; ops that dropped / grew / compacted-without-drop / at-limit / >=4 subs: {st:?}");
     assert!(st.iter().all(|&n| n > 0), "coverage: {st:?}");
+}
+
+/// A filter below its max-expansions limit gets a batch cut too: one `insert_many` may add a
+/// sub-filter per copy, past the limit.
+#[test]
+fn batches_below_the_expansion_limit_are_cut_to_the_growth_room() {
+    // 2 buckets of 1 slot, expansion 4, at most 5 sub-filters; 4 of them, the last 128 bytes.
+    let mut m = Model::reserve(2, 1, 22, 3, 5);
+    for k in 1..4 {
+        m.subs.push(vec![0; 2 * 4usize.pow(k)]);
+    }
+    // 512, 2 Ki, 8 Ki and 32 Ki bytes fit under 64 KiB; 128 KiB does not.
+    assert_eq!(growth_room(&m), 4);
+    // Batches of one hot item, each as long as the room allows, as `run_sequence` cuts them:
+    // every copy that finds its two slots taken in every sub-filter adds one.
+    loop {
+        let room = growth_room(&m);
+        if room == usize::MAX {
+            break;
+        }
+        m.insert_many(&vec![b"hot".to_vec(); room]).unwrap();
+    }
+    assert!(m.subs.len() >= 5, "{} sub-filters", m.subs.len());
+    let largest = m.subs.iter().map(Vec::len).max().unwrap();
+    assert!(largest <= 1 << 16, "a sub-filter of {largest} bytes");
 }
 
 /// Hand-checked spec facts the model above relies on (so a bug shared by model and crate
@@ -318,15 +346,16 @@ fn failed_inserts_leave_bytes_unchanged_for_every_geometry() {
     }
 }
 
+/// Fixed, like `ROUNDS_PER_BUCKET_SIZE`, so that a seed replays the whole run.
+const MEDIUM_ROUNDS: u64 = 400;
+
 /// Medium tables (stripes covering several buckets, words shared by buckets of different
 /// stripes), long sequences, compared every 97 operations.
 #[test]
 fn medium_tables_match_the_serial_model() {
     let s = seed("medium_tables_match_the_serial_model");
     let mut rng = Rng::new(s);
-    let start = std::time::Instant::now();
-    let mut round = 0;
-    while start.elapsed().as_secs() < 6 || round < 3 {
+    for round in 0..MEDIUM_ROUNDS {
         let bs = [1u64, 2, 3, 4, 5, 7, 8, 9, 16][rng.below(9) as usize];
         let cap = 2 * bs + rng.below(3000);
         let exp = [0u64, 1, 2][rng.below(3) as usize];
@@ -359,7 +388,6 @@ fn medium_tables_match_the_serial_model() {
             }
         }
         assert_same(&f, &m, &ctx);
-        round += 1;
     }
 }
 
