@@ -152,7 +152,7 @@ fn run(plan: Plan) {
                         w.bytes
                     }
                     #[cfg(feature = "serde")]
-                    Saver::Serde => serde_json::to_vec(&*filter).unwrap(),
+                    Saver::Serde => crate::serde_format::serialize_to_bytes(&*filter).unwrap(),
                 };
                 let after: Vec<usize> =
                     progress.iter().map(|p| p.load(Ordering::Acquire)).collect();
@@ -241,7 +241,7 @@ fn run(plan: Plan) {
     for (n, s) in snapshots.iter().enumerate() {
         let r: CuckooFilter = match plan.saver {
             #[cfg(feature = "serde")]
-            Saver::Serde => serde_json::from_slice(&s.bytes)
+            Saver::Serde => crate::serde_format::deserialize_from_numbers(&s.bytes)
                 .unwrap_or_else(|e| panic!("snapshot {n} does not restore: {e}")),
             _ => CuckooFilter::from_bytes(&s.bytes)
                 .unwrap_or_else(|e| panic!("snapshot {n} does not restore: {e}")),

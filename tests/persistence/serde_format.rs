@@ -1,11 +1,104 @@
-//! The `serde` feature: a filter serializes through the same validated snapshot format.
-//! Run with `cargo test --features serde`.
+//! The `serde` feature: a filter serializes as its snapshot bytes and deserializes through the
+//! same validation as `from_bytes`, from a format with a bytes type and from one without (such
+//! as JSON, which gives a sequence of numbers). Run with `cargo test --features serde`.
+//!
+//! The format is serde's own: a serializer that keeps what `serialize_bytes` receives, and the
+//! deserializers of `serde::de::value`, so the tests need no format crate.
 #![cfg(feature = "serde")]
 
 use atomic_cuckoo::CuckooFilter;
+use serde::de::value::{BytesDeserializer, Error, SeqDeserializer, StrDeserializer};
+use serde::ser::{Error as _, Impossible, Serialize, Serializer};
+use serde::Deserialize;
+
+/// What a value serializes to: the bytes it gives `serialize_bytes`, or an error for anything
+/// else.
+pub fn serialize_to_bytes<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, Error> {
+    value.serialize(BytesOnly)
+}
+
+/// Deserializes a filter from `bytes` handed over as a sequence of numbers, as a format
+/// without a bytes type (JSON) does.
+pub fn deserialize_from_numbers(bytes: &[u8]) -> Result<CuckooFilter, Error> {
+    CuckooFilter::deserialize(SeqDeserializer::<_, Error>::new(bytes.iter().copied()))
+}
+
+fn deserialize_from_bytes(bytes: &[u8]) -> Result<CuckooFilter, Error> {
+    CuckooFilter::deserialize(BytesDeserializer::<Error>::new(bytes))
+}
+
+/// A serializer that accepts one byte string and nothing else.
+struct BytesOnly;
+
+/// Methods for everything but bytes, all returning `$ok`: each refuses its kind of value.
+macro_rules! refuse {
+    ($ok:ty: $($method:ident($($arg:ty),*)),* $(,)?) => {$(
+        fn $method(self, $(_: $arg),*) -> Result<$ok, Error> {
+            Err(Error::custom(concat!("expected bytes, got ", stringify!($method))))
+        }
+    )*};
+}
+
+impl Serializer for BytesOnly {
+    type Ok = Vec<u8>;
+    type Error = Error;
+    type SerializeSeq = Impossible<Vec<u8>, Error>;
+    type SerializeTuple = Impossible<Vec<u8>, Error>;
+    type SerializeTupleStruct = Impossible<Vec<u8>, Error>;
+    type SerializeTupleVariant = Impossible<Vec<u8>, Error>;
+    type SerializeMap = Impossible<Vec<u8>, Error>;
+    type SerializeStruct = Impossible<Vec<u8>, Error>;
+    type SerializeStructVariant = Impossible<Vec<u8>, Error>;
+
+    fn serialize_bytes(self, bytes: &[u8]) -> Result<Vec<u8>, Error> {
+        Ok(bytes.to_vec())
+    }
+
+    refuse! { Vec<u8>:
+        serialize_bool(bool), serialize_char(char), serialize_str(&str),
+        serialize_i8(i8), serialize_i16(i16), serialize_i32(i32), serialize_i64(i64),
+        serialize_u8(u8), serialize_u16(u16), serialize_u32(u32), serialize_u64(u64),
+        serialize_f32(f32), serialize_f64(f64), serialize_none(), serialize_unit(),
+        serialize_unit_struct(&'static str),
+        serialize_unit_variant(&'static str, u32, &'static str),
+    }
+    refuse! { Impossible<Vec<u8>, Error>:
+        serialize_seq(Option<usize>), serialize_tuple(usize),
+        serialize_tuple_struct(&'static str, usize),
+        serialize_tuple_variant(&'static str, u32, &'static str, usize),
+        serialize_map(Option<usize>), serialize_struct(&'static str, usize),
+        serialize_struct_variant(&'static str, u32, &'static str, usize),
+    }
+
+    fn serialize_some<T: Serialize + ?Sized>(self, _: &T) -> Result<Vec<u8>, Error> {
+        Err(Error::custom("expected bytes, got serialize_some"))
+    }
+
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        _: &T,
+    ) -> Result<Vec<u8>, Error> {
+        Err(Error::custom(
+            "expected bytes, got serialize_newtype_struct",
+        ))
+    }
+
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: &T,
+    ) -> Result<Vec<u8>, Error> {
+        Err(Error::custom(
+            "expected bytes, got serialize_newtype_variant",
+        ))
+    }
+}
 
 #[test]
-fn serde_round_trip_through_json() {
+fn serde_round_trips_as_bytes_and_as_a_sequence_of_numbers() {
     let filter = CuckooFilter::builder()
         .capacity(500)
         .expansion(2)
@@ -14,12 +107,17 @@ fn serde_round_trip_through_json() {
     for i in 0..2_000u32 {
         filter.insert(&i).unwrap();
     }
-    let json = serde_json::to_string(&filter).unwrap();
-    let back: CuckooFilter = serde_json::from_str(&json).unwrap();
-    assert_eq!(back.len(), 2_000);
-    assert_eq!(back.levels(), filter.levels());
-    assert!((0..2_000u32).all(|i| back.contains(&i)));
-    assert_eq!(back.to_bytes(), filter.to_bytes());
+    let bytes = serialize_to_bytes(&filter).unwrap();
+    assert_eq!(bytes, filter.to_bytes(), "serializes as its snapshot");
+    for back in [
+        deserialize_from_bytes(&bytes).unwrap(),
+        deserialize_from_numbers(&bytes).unwrap(),
+    ] {
+        assert_eq!(back.len(), 2_000);
+        assert_eq!(back.levels(), filter.levels());
+        assert!((0..2_000u32).all(|i| back.contains(&i)));
+        assert_eq!(back.to_bytes(), filter.to_bytes());
+    }
 }
 
 #[test]
@@ -29,9 +127,13 @@ fn serde_rejects_corrupt_snapshots() {
     let mut bytes = filter.to_bytes();
     let last = bytes.len() - 1;
     bytes[last] ^= 1;
-    let json = serde_json::to_string(&bytes).unwrap();
-    let err = serde_json::from_str::<CuckooFilter>(&json).unwrap_err();
-    assert!(err.to_string().contains("checksum"), "{err}");
-    assert!(serde_json::from_str::<CuckooFilter>("[1,2,3]").is_err());
-    assert!(serde_json::from_str::<CuckooFilter>("\"text\"").is_err());
+    for err in [
+        deserialize_from_bytes(&bytes).unwrap_err(),
+        deserialize_from_numbers(&bytes).unwrap_err(),
+    ] {
+        assert!(err.to_string().contains("checksum"), "{err}");
+    }
+    assert!(deserialize_from_numbers(&[1, 2, 3]).is_err());
+    let text = StrDeserializer::<Error>::new("text");
+    assert!(<CuckooFilter>::deserialize(text).is_err());
 }
