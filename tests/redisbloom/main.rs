@@ -1,6 +1,6 @@
-//! `RedisCuckooFilter`, RedisBloom's cuckoo filter, without a server: the spec's examples,
-//! recorded reference vectors, an independent serial model, edge cases, batches, one-word bucket
-//! reads and concurrency. (Against a live server: `redis-tests/`.)
+//! `RedisCuckooFilter`, RedisBloom's cuckoo filter, without a server: the spec's examples, an
+//! independent serial model, edge cases, batches, one-word bucket reads and concurrency. (The
+//! reference vectors recorded from a server, and the tests against a live one: `redis-tests/`.)
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -14,4 +14,3 @@ mod error_types;
 mod filter;
 mod lookup_stress;
 mod model_equivalence;
-mod vectors;

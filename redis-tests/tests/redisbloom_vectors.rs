@@ -1,13 +1,15 @@
 //! Replays the reference vectors recorded from a live Redis 7.0.15 + RedisBloom 2.8.2
-//! (`tests/data/redisbloom/`, see its README) without a server: every reply, every CF.INFO and
-//! every SCANDUMP byte of `RedisCuckooFilter` must equal the server's.
+//! (`tests/data/redisbloom/` at the repository root, see its README) without a server: every
+//! reply, every CF.INFO and every SCANDUMP byte of `RedisCuckooFilter` must equal the server's.
+//! They run with the library's own tests (`cargo test --workspace`); they live here because
+//! they read JSON, and this package's JSON parser stays out of the library's build.
 
 use atomic_cuckoo::redisbloom::{RedisCuckooFilter, RedisInfo, RedisInsertError};
 use serde_json::{json, Value};
 
 fn load(file: &str) -> Value {
     let path = format!(
-        "{}/tests/data/redisbloom/{file}",
+        "{}/../tests/data/redisbloom/{file}",
         env!("CARGO_MANIFEST_DIR")
     );
     serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
