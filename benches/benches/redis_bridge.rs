@@ -296,9 +296,7 @@ fn main() {
         let module = concat!(env!("CARGO_MANIFEST_DIR"), "/../.redis-stack/redisbloom.so");
         std::env::set_var("REDISBLOOM_MODULE", module);
     }
-    let Some(server) = redis_tests::Server::start("redis_bridge bench") else {
-        return;
-    };
+    let server = redis_tests::Server::start("redis_bridge bench");
     let mut conn = server.conn();
     let sizes = std::env::var("ATOMIC_CUCKOO_BENCH_SIZES").unwrap_or_else(|_| "1m,10m".into());
     for size in sizes.split(',') {

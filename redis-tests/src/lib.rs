@@ -4,9 +4,9 @@
 //! stops it on drop.
 //!
 //! The tests are `#[ignore]`d, so that `cargo test` counts them as not run; run them with
-//! `cargo test -p redis-tests -- --include-ignored`. Asked for without the server binary or the
-//! module, a test prints why and returns early (`SKIP`); with `CI=true` in the environment it
-//! fails instead. `REDIS_SERVER` and `REDISBLOOM_MODULE` override the paths.
+//! `cargo test -p redis-tests -- --include-ignored`. A test that is run fails when it cannot
+//! start its server, saying what is missing and how to install it: asked for, it never passes
+//! without running. `REDIS_SERVER` and `REDISBLOOM_MODULE` override the paths.
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
@@ -17,11 +17,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
-
-/// Whether a missing server must fail the test (`CI=true`).
-fn required() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
 
 /// The redis-server binary: `$REDIS_SERVER`, else the first `redis-server` on `PATH`.
 fn server_binary() -> Option<PathBuf> {
@@ -42,23 +37,24 @@ fn module_path() -> PathBuf {
     )
 }
 
-/// What to start: the binary and the module, or why the test cannot run. Prints the reason and
-/// returns `None` (skip), or panics under `CI=true`.
-fn prerequisites(test: &str) -> Option<(PathBuf, PathBuf)> {
+/// What to start: the binary and the module. Panics, saying how to install them, where either
+/// is missing.
+fn prerequisites(test: &str) -> (PathBuf, PathBuf) {
     let why = match (server_binary(), module_path()) {
-        (None, _) => "no redis-server on PATH (run scripts/install-redis.sh)".to_owned(),
+        (None, _) => "no redis-server on PATH".to_owned(),
+        (Some(bin), _) if !bin.is_file() => format!("no redis-server at {}", bin.display()),
         (Some(bin), module) if !module.is_file() => format!(
-            "{} has no RedisBloom module at {} (run scripts/install-redis.sh)",
+            "{} has no RedisBloom module at {}",
             bin.display(),
             module.display()
         ),
-        (Some(bin), module) => return Some((bin, module)),
+        (Some(bin), module) => return (bin, module),
     };
-    if required() {
-        panic!("{test}: CI=true, but {why}");
-    }
-    eprintln!("SKIP {test}: {why}");
-    None
+    panic!(
+        "{test}: needs a Redis server with RedisBloom, but {why}. Install both with \
+         `bash scripts/install-redis.sh` (REDIS_SERVER and REDISBLOOM_MODULE override the \
+         paths)."
+    )
 }
 
 /// A `redis-server` child process, killed on drop.
@@ -69,14 +65,15 @@ pub struct Server {
 }
 
 impl Server {
-    /// A server with the RedisBloom module, or `None` (skip) as [`prerequisites`] decides.
-    pub fn start(test: &str) -> Option<Server> {
+    /// A server with the RedisBloom module; panics where [`prerequisites`] are missing.
+    pub fn start(test: &str) -> Server {
         Self::start_with(test, &[], true)
     }
 
-    /// A server with extra arguments (`--replicaof 127.0.0.1 PORT`, ...).
-    pub fn start_with(test: &str, extra: &[&str], module: bool) -> Option<Server> {
-        let (bin, module_path) = prerequisites(test)?;
+    /// A server with extra arguments (`--replicaof 127.0.0.1 PORT`, ...), with or without the
+    /// module (both must be installed).
+    pub fn start_with(test: &str, extra: &[&str], module: bool) -> Server {
+        let (bin, module_path) = prerequisites(test);
         for _attempt in 0..5 {
             let port = free_port();
             let dir = std::env::temp_dir()
@@ -100,7 +97,7 @@ impl Server {
                 .unwrap_or_else(|e| panic!("{test}: cannot run {}: {e}", bin.display()));
             let mut server = Server { child, port, dir };
             match server.wait_ready() {
-                Ok(()) => return Some(server),
+                Ok(()) => return server,
                 Err(log) if log.contains("Address already in use") => continue,
                 Err(log) => panic!("{test}: redis-server did not start:\n{log}"),
             }
@@ -150,9 +147,9 @@ impl Server {
     }
 
     /// A replica of this server (`--replicaof`), once its link is up.
-    pub fn replica(&self, test: &str) -> Option<Server> {
+    pub fn replica(&self, test: &str) -> Server {
         let port = self.port.to_string();
-        let replica = Server::start_with(test, &["--replicaof", "127.0.0.1", &port], true)?;
+        let replica = Server::start_with(test, &["--replicaof", "127.0.0.1", &port], true);
         let mut conn = replica.conn();
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -161,7 +158,7 @@ impl Server {
                 .query(&mut conn)
                 .unwrap();
             if info.contains("master_link_status:up") {
-                return Some(replica);
+                return replica;
             }
             assert!(
                 Instant::now() < deadline,

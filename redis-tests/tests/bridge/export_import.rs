@@ -293,9 +293,7 @@ fn redis_version(conn: &mut Connection) -> String {
 #[test]
 #[ignore = "needs a Redis server with RedisBloom: scripts/install-redis.sh"]
 fn threaded_build_exported_both_ways_answers_like_the_local_filter() {
-    let Some(server) = Server::start("threaded_build_exported_both_ways") else {
-        return;
-    };
+    let server = Server::start("threaded_build_exported_both_ways");
     let mut conn = server.conn();
     let filter = Arc::new(
         RedisCuckooFilter::builder()
@@ -385,9 +383,7 @@ fn threaded_build_exported_both_ways_answers_like_the_local_filter() {
 #[test]
 #[ignore = "needs a Redis server with RedisBloom: scripts/install-redis.sh"]
 fn import_of_a_filter_built_by_cf_insert_answers_like_redis() {
-    let Some(server) = Server::start("import_of_a_filter_built_by_cf_insert") else {
-        return;
-    };
+    let server = Server::start("import_of_a_filter_built_by_cf_insert");
     let mut conn = server.conn();
     reserve(&mut conn, "ins", 20_000, 3, 10, 2);
     let items: Vec<Vec<u8>> = (0..60_000).map(|i| format!("k{i}").into_bytes()).collect();
@@ -444,9 +440,7 @@ fn import_of_a_filter_built_by_cf_insert_answers_like_redis() {
 #[test]
 #[ignore = "needs a Redis server with RedisBloom: scripts/install-redis.sh"]
 fn empty_filters_import_from_cf_info_geometry() {
-    let Some(server) = Server::start("empty_filters_import_from_cf_info_geometry") else {
-        return;
-    };
+    let server = Server::start("empty_filters_import_from_cf_info_geometry");
     let mut conn = server.conn();
     // Freshly reserved: one sub-filter, no items.
     reserve(&mut conn, "fresh", 1000, 4, 7, 4);
@@ -509,9 +503,7 @@ const MAX_CASE_BYTES: u64 = 16 << 20;
 #[test]
 #[ignore = "needs a Redis server with RedisBloom: scripts/install-redis.sh"]
 fn random_command_sequences_match_redis_reply_for_reply_and_byte_for_byte() {
-    let Some(server) = Server::start("random_command_sequences_match_redis") else {
-        return;
-    };
+    let server = Server::start("random_command_sequences_match_redis");
     let mut conn = server.conn();
     let mut rng = Rng::new(common::seed("random_command_sequences_match_redis"));
     let (mut commands, mut max_filters, mut cases) = (0usize, 0u64, 0usize);
@@ -585,9 +577,7 @@ fn random_command_sequences_match_redis_reply_for_reply_and_byte_for_byte() {
 #[test]
 #[ignore = "needs a Redis server with RedisBloom: scripts/install-redis.sh"]
 fn missing_keys_wrong_types_and_existing_keys_are_typed_errors() {
-    let Some(server) = Server::start("missing_keys_wrong_types_and_existing_keys") else {
-        return;
-    };
+    let server = Server::start("missing_keys_wrong_types_and_existing_keys");
     let mut conn = server.conn();
     let filter = RedisCuckooFilter::reserve(1000).unwrap();
     filter.insert("x").unwrap();
@@ -678,9 +668,7 @@ fn fifty_thousand_items() -> RedisCuckooFilter {
 fn a_server_without_the_module_is_detected_before_sending() {
     let filter = fifty_thousand_items();
     for extra in [&[][..], &["--rename-command", "COMMAND", ""][..]] {
-        let Some(server) = Server::start_with("a_server_without_the_module", extra, false) else {
-            return;
-        };
+        let server = Server::start_with("a_server_without_the_module", extra, false);
         let mut conn = server.conn();
         for mode in [RESTORE, ExportMode::LoadChunk, ExportMode::LoadChunkReplace] {
             let e = filter.export_to(&mut conn, "k", mode).unwrap_err();
@@ -710,7 +698,7 @@ fn a_server_without_the_module_is_detected_before_sending() {
 #[test]
 #[ignore = "needs a Redis server with RedisBloom: scripts/install-redis.sh"]
 fn exports_go_on_when_command_and_config_are_refused() {
-    let Some(server) = Server::start_with(
+    let server = Server::start_with(
         "exports_go_on_when_command_and_config_are_refused",
         &[
             "--rename-command",
@@ -721,9 +709,7 @@ fn exports_go_on_when_command_and_config_are_refused() {
             "",
         ],
         true,
-    ) else {
-        return;
-    };
+    );
     let mut conn = server.conn();
     let filter = fifty_thousand_items();
     for (key, mode) in [("r", RESTORE), ("l", ExportMode::LoadChunk)] {
@@ -748,9 +734,7 @@ fn keys_without_expiry(admin: &mut Connection, allowed: &[&str]) -> Vec<String> 
 #[test]
 #[ignore = "needs a Redis server with RedisBloom: scripts/install-redis.sh"]
 fn a_cut_right_after_the_loadchunk_header_leaves_no_key_without_expiry() {
-    let Some(server) = Server::start("a_cut_right_after_the_loadchunk_header") else {
-        return;
-    };
+    let server = Server::start("a_cut_right_after_the_loadchunk_header");
     let mut admin = server.conn();
     let filter = RedisCuckooFilter::reserve(1000).unwrap();
     filter.insert("x").unwrap();
@@ -783,13 +767,11 @@ fn a_cut_right_after_the_loadchunk_header_leaves_no_key_without_expiry() {
 #[test]
 #[ignore = "needs a Redis server with RedisBloom: scripts/install-redis.sh"]
 fn payloads_over_proto_max_bulk_len_are_refused_or_split() {
-    let Some(server) = Server::start_with(
+    let server = Server::start_with(
         "payloads_over_proto_max_bulk_len",
         &["--proto-max-bulk-len", "1mb"],
         true,
-    ) else {
-        return;
-    };
+    );
     let mut conn = server.conn();
     let filter = RedisCuckooFilter::builder()
         .capacity(1 << 22)
@@ -833,9 +815,7 @@ fn payloads_over_proto_max_bulk_len_are_refused_or_split() {
 #[test]
 #[ignore = "needs a Redis server with RedisBloom: scripts/install-redis.sh"]
 fn an_unknown_outcome_is_told_apart_by_the_documented_check() {
-    let Some(server) = Server::start("an_unknown_outcome_is_told_apart") else {
-        return;
-    };
+    let server = Server::start("an_unknown_outcome_is_told_apart");
     let mut admin = server.conn();
     let filter = fifty_thousand_items();
     // The command whose reply (and all after it) is held, and which occurrence of it.
@@ -891,9 +871,7 @@ fn an_unknown_outcome_is_told_apart_by_the_documented_check() {
 #[test]
 #[ignore = "needs a Redis server with RedisBloom: scripts/install-redis.sh"]
 fn a_connection_lost_mid_export_leaves_the_key_untouched() {
-    let Some(server) = Server::start("a_connection_lost_mid_export") else {
-        return;
-    };
+    let server = Server::start("a_connection_lost_mid_export");
     let mut admin = server.conn();
     let filter = RedisCuckooFilter::builder()
         .capacity(1 << 20)
@@ -939,12 +917,8 @@ fn a_connection_lost_mid_export_leaves_the_key_untouched() {
 #[test]
 #[ignore = "needs a Redis server with RedisBloom: scripts/install-redis.sh"]
 fn replicas_receive_restore_exports_but_not_loadchunk_data() {
-    let Some(primary) = Server::start("replicas_receive_restore_not_loadchunk") else {
-        return;
-    };
-    let Some(replica) = primary.replica("replicas_receive_restore_not_loadchunk") else {
-        return;
-    };
+    let primary = Server::start("replicas_receive_restore_not_loadchunk");
+    let replica = primary.replica("replicas_receive_restore_not_loadchunk");
     let mut conn = primary.conn();
     let mut rconn = replica.conn();
     let filter = RedisCuckooFilter::reserve(100_000).unwrap();
@@ -1016,9 +990,7 @@ fn replicas_receive_restore_exports_but_not_loadchunk_data() {
 #[test]
 #[ignore = "needs a Redis server with RedisBloom: scripts/install-redis.sh"]
 fn import_under_concurrent_writes_is_a_consistent_snapshot() {
-    let Some(server) = Server::start("import_under_concurrent_writes") else {
-        return;
-    };
+    let server = Server::start("import_under_concurrent_writes");
     let mut conn = server.conn();
     reserve(&mut conn, "hot", 200_000, 2, 20, 1);
     let stop = Arc::new(AtomicBool::new(false));
@@ -1121,9 +1093,7 @@ impl redis::ConnectionLike for ClaimsVersion {
 #[test]
 #[ignore = "needs a Redis server with RedisBloom: scripts/install-redis.sh"]
 fn restore_steps_down_to_an_rdb_version_the_server_takes() {
-    let Some(server) = Server::start("restore_steps_down_to_an_rdb_version") else {
-        return;
-    };
+    let server = Server::start("restore_steps_down_to_an_rdb_version");
     let mut conn = server.conn();
     let actual = redis_version(&mut conn);
     let filter = RedisCuckooFilter::reserve(1000).unwrap();
@@ -1167,9 +1137,7 @@ fn restore_steps_down_to_an_rdb_version_the_server_takes() {
 #[test]
 #[ignore = "needs a Redis server with RedisBloom: scripts/install-redis.sh"]
 fn large_sub_filters_travel_in_16_mib_chunks_and_empty_filters_by_geometry() {
-    let Some(server) = Server::start("large_sub_filters_travel_in_16_mib_chunks") else {
-        return;
-    };
+    let server = Server::start("large_sub_filters_travel_in_16_mib_chunks");
     let mut conn = server.conn();
     // One 32 MiB sub-filter (bucket size 1, 2^25 buckets): SCANDUMP splits it in two.
     let big = RedisCuckooFilter::builder()
@@ -1231,7 +1199,7 @@ fn large_sub_filters_travel_in_16_mib_chunks_and_empty_filters_by_geometry() {
 #[test]
 #[ignore = "needs a Redis server with RedisBloom: scripts/install-redis.sh"]
 fn exports_and_imports_through_a_cluster_connection() {
-    let Some(server) = Server::start_with(
+    let server = Server::start_with(
         "exports_and_imports_through_a_cluster_connection",
         &[
             "--cluster-enabled",
@@ -1240,9 +1208,7 @@ fn exports_and_imports_through_a_cluster_connection() {
             "nodes.conf",
         ],
         true,
-    ) else {
-        return;
-    };
+    );
     let mut admin = server.conn();
     redis::cmd("CLUSTER")
         .arg("ADDSLOTSRANGE")
@@ -1419,9 +1385,7 @@ fn target_state(admin: &mut Connection) -> Option<KeyState> {
 #[test]
 #[ignore = "needs a Redis server with RedisBloom: scripts/install-redis.sh"]
 fn every_cut_and_stall_of_an_export_leaves_no_key_without_expiry() {
-    let Some(server) = Server::start("every_cut_and_stall_of_an_export") else {
-        return;
-    };
+    let server = Server::start("every_cut_and_stall_of_an_export");
     let mut admin = server.conn();
     let filter = RedisCuckooFilter::builder()
         .capacity(2_000)
@@ -1526,9 +1490,7 @@ fn a_missing_module_is_detected_for_every_client_and_binary_keys() {
     let filter = fifty_thousand_items();
     let keys: [&[u8]; 4] = [b"k", b"\xff\xfe\x80", b"{\xc3}\x00\r\n", b""];
     for extra in [&[][..], &["--rename-command", "COMMAND", ""][..]] {
-        let Some(server) = Server::start_with("a_missing_module_every_client", extra, false) else {
-            return;
-        };
+        let server = Server::start_with("a_missing_module_every_client", extra, false);
         let mut admin = server.conn();
         for (client, mut conn) in every_client(&server, &mut admin) {
             for key in keys {
@@ -1561,9 +1523,7 @@ fn a_missing_module_is_detected_for_every_client_and_binary_keys() {
 #[test]
 #[ignore = "needs a Redis server with RedisBloom: scripts/install-redis.sh"]
 fn exports_with_the_module_work_for_every_client_and_binary_keys() {
-    let Some(server) = Server::start("exports_with_the_module_every_client") else {
-        return;
-    };
+    let server = Server::start("exports_with_the_module_every_client");
     let mut admin = server.conn();
     let filter = fifty_thousand_items();
     let want = filter.scandump();
@@ -1596,10 +1556,7 @@ fn exports_with_the_module_work_for_every_client_and_binary_keys() {
 #[test]
 #[ignore = "needs a Redis server with RedisBloom: scripts/install-redis.sh"]
 fn the_documented_check_holds_when_a_request_arrives_late() {
-    let Some(server) = Server::start("the_documented_check_holds_when_a_request_arrives_late")
-    else {
-        return;
-    };
+    let server = Server::start("the_documented_check_holds_when_a_request_arrives_late");
     let mut admin = server.conn();
     let filter = fifty_thousand_items();
     for (mode, command, nth) in [
@@ -1675,9 +1632,7 @@ fn set_max_bulk(admin: &mut Connection, limit: usize) {
 #[test]
 #[ignore = "needs a Redis server with RedisBloom: scripts/install-redis.sh"]
 fn proto_max_bulk_len_limits_around_the_payload_and_the_chunk_size() {
-    let Some(server) = Server::start("proto_max_bulk_len_limits_around") else {
-        return;
-    };
+    let server = Server::start("proto_max_bulk_len_limits_around");
     let mut admin = server.conn();
     let big = RedisCuckooFilter::builder()
         .capacity(1 << 24)
@@ -1750,7 +1705,7 @@ fn proto_max_bulk_len_limits_around_the_payload_and_the_chunk_size() {
 
 /// A one-node cluster serving every slot: multi-key commands and transactions whose keys are in
 /// different slots are refused there (`CROSSSLOT`), even on one node.
-fn one_node_cluster(test: &str) -> Option<Server> {
+fn one_node_cluster(test: &str) -> Server {
     let server = Server::start_with(
         test,
         &[
@@ -1760,7 +1715,7 @@ fn one_node_cluster(test: &str) -> Option<Server> {
             "nodes.conf",
         ],
         true,
-    )?;
+    );
     let mut admin = server.conn();
     let () = redis::cmd("CLUSTER")
         .arg("ADDSLOTSRANGE")
@@ -1772,7 +1727,7 @@ fn one_node_cluster(test: &str) -> Option<Server> {
     loop {
         let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut admin).unwrap();
         if info.contains("cluster_state:ok") {
-            return Some(server);
+            return server;
         }
         assert!(std::time::Instant::now() < deadline, "{info}");
         thread::sleep(std::time::Duration::from_millis(50));
@@ -1795,9 +1750,7 @@ fn keyslot(conn: &mut Connection, key: &[u8]) -> i64 {
 #[test]
 #[ignore = "needs a Redis server with RedisBloom: scripts/install-redis.sh"]
 fn temporary_keys_of_adversarial_keys_share_the_slot_on_a_cluster_node() {
-    let Some(server) = one_node_cluster("temporary_keys_of_adversarial_keys") else {
-        return;
-    };
+    let server = one_node_cluster("temporary_keys_of_adversarial_keys");
     let mut admin = server.conn();
     let filter = RedisCuckooFilter::reserve(1000).unwrap();
     filter.insert("x").unwrap();

@@ -1,10 +1,12 @@
 //! The Redis bridge (`RedisCuckooFilter::export_to` / `import_from`) and
 //! `examples/penetration_guard.rs` against real Redis + RedisBloom servers, one per test (see
-//! `src/lib.rs`). Every test needs a server, so every test is `#[ignore]`d: run them with
-//! `cargo test -p redis-tests -- --include-ignored` after `scripts/install-redis.sh`.
+//! `src/lib.rs`). The tests that need a server are `#[ignore]`d: run them with
+//! `cargo test -p redis-tests -- --include-ignored` after `scripts/install-redis.sh`. One more
+//! checks that they fail, rather than pass, where the server is missing.
 
 #[path = "../../../tests/common/mod.rs"]
 mod common;
 
 mod export_import;
 mod penetration_guard;
+mod without_a_server;
