@@ -1,4 +1,4 @@
-//! Model 13 (RedisBloom, attack 4): the one-pass lookup reads sub-filter 1, then sub-filter 0,
+//! Model 13 (RedisBloom): the one-pass lookup reads sub-filter 1, then sub-filter 0,
 //! and only then validates the misses. Here the deferred validation is the only thing that
 //! stands between a torn read and a false negative: an insert's kick walk in the newest
 //! sub-filter (1) moves x's fingerprint to its other bucket (the new fingerprint over x first,

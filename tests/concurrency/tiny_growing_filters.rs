@@ -1,4 +1,4 @@
-//! Attack 5: threads on tiny growing filters (levels are added all the time).
+//! Threads on tiny growing filters (levels are added all the time).
 //!
 //! Items are partitioned per thread; each thread checks its own items after its own
 //! operations, and every thread checks a shared set of permanent items (inserted before the

@@ -1,4 +1,4 @@
-//! Attack 4: builder edge cases. Nothing may panic (debug assertions are on under `cargo
+//! Builder edge cases. Nothing may panic (debug assertions are on under `cargo
 //! test`); every refusal is a typed error.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};

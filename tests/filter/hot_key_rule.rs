@@ -1,8 +1,7 @@
-//! Attacks on the hot-key rule (`InsertError::ItemBucketsFull`, a growing filter does not grow
-//! for a key whose two buckets are full of its own copies).
-//!
-//! Questions: can distinct keys get `ItemBucketsFull`? Can hot keys still make a growing filter
-//! add levels without bound?
+//! The hot-key rule (`InsertError::ItemBucketsFull`: a growing filter does not grow for a key
+//! whose two buckets are full of its own copies): hot keys, alone, in pairs, among distinct keys
+//! or with a concurrent remover, cannot make a growing filter add levels without bound; only a
+//! key that collides completely with a hot key (same fingerprint, same bucket pair) is refused.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;

@@ -1,4 +1,4 @@
-//! Attack 1: the key mapping of nested levels, through the public API.
+//! The key mapping of nested levels, through the public API.
 //!
 //! A pass-through hasher puts any 64-bit hash into the filter; crafted snapshots (FORMAT.md,
 //! checksum recomputed) give empty filters with the real level shapes a plan produces, or a

@@ -1,4 +1,4 @@
-//! Attack on one-pass grown lookups (commit 4fa7128), single-threaded.
+//! One-pass lookups over grown filters, single-threaded, against an exact oracle.
 //!
 //! The exact oracle: with no writer running, `contains(x)` must equal `count(x) > 0` for
 //! *every* `x`, inserted or not. `count` derives each level's key from the hash on its own

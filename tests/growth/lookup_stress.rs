@@ -1,4 +1,4 @@
-//! Attack on one-pass grown lookups (commit 4fa7128), concurrent: tiny grown filters, writers
+//! One-pass lookups over grown filters, concurrent: tiny grown filters, writers
 //! that grow them and churn (insert and remove their own items only), readers that check items
 //! inserted before they started and never removed. Such an item must never be reported absent
 //! by `contains` or by `contains_many`, whatever the writers do: kicks, growth, removes that

@@ -1,4 +1,4 @@
-//! Attack 2: random operation sequences on tiny growing filters against a multiset model.
+//! Random operation sequences on tiny growing filters, checked against a multiset model.
 //!
 //! Every live item (inserted and not removed) must be found and counted at least as often as
 //! it was inserted; remove of a live item returns true; len() equals the model's size (no

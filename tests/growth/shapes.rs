@@ -1,5 +1,5 @@
-//! Attack on one-pass grown lookups (commit 4fa7128): shapes and life cycles that
-//! tests/growth/lookups.rs does not cover. Every assertion is one that a false positive cannot
+//! One-pass lookups over grown filters: shapes and life cycles that tests/growth/lookups.rs
+//! does not cover. Every assertion is one that a false positive cannot
 //! break: inserted items must be found, removes of inserted copies must succeed, and an empty
 //! filter must count 0.
 

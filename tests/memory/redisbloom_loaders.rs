@@ -1,4 +1,4 @@
-//! Claim 4: `from_chunks` and `from_dump_payload` never panic and never allocate absurd
+//! `from_chunks` and `from_dump_payload` never panic and never allocate absurd
 //! amounts on random, truncated, bit-flipped or adversarial inputs; what they accept is a
 //! consistent filter that works. The binary's counting allocator records the largest single
 //! request (and refuses anything over 1 GiB, which aborts the test binary: a failure).
@@ -393,7 +393,7 @@ fn adversarial_headers_allocate_nothing_big() {
     assert!(r.is_err(), "the stream is not covered");
 }
 
-/// Claim 4, payload side: string lengths and LZF lengths that claim more than the payload.
+/// The payload side: string lengths and LZF lengths that claim more than the payload.
 #[test]
 fn adversarial_payloads_allocate_nothing_big() {
     let _one = one_at_a_time();

@@ -1,4 +1,4 @@
-//! Claim 4 (allocation): a header whose sub-filter the filter can never hold (more than
+//! Loading: a header whose sub-filter the filter can never hold (more than
 //! `u32::MAX` bytes, which `RedisCuckooFilter` refuses, like growth past 4 GiB) must be refused
 //! before that sub-filter is materialized. Each case runs in a child process whose global
 //! allocator (`counting_alloc`) refuses any single request over 1 GiB (Rust then aborts the

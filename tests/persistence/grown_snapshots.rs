@@ -1,4 +1,4 @@
-//! Attack 3: snapshots of grown filters.
+//! Snapshots of grown filters.
 //!
 //! Round trips (to_bytes / from_bytes / read_from through a stingy reader) of filters grown to
 //! many levels, for every width rule and several expansions: the restored filter must answer

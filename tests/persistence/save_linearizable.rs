@@ -449,14 +449,12 @@ fn racing_insert_unique_on_a_growing_filter_during_saves() {
     assert!(saves >= 2);
 }
 
-/// Why the stress plans use keys with distinct fingerprints. Run `growing` with seed
-/// 1795337842313460617 failed "matches no prefix": writer 0's key #117593, not added yet, read
-/// present in a snapshot, so the oracle took it for the newest key and reported the keys
-/// before it missing. It was a false positive: key #5849 has the same 32-bit fingerprint and,
-/// in every level of up to about 5 000 buckets (the one holding #5849 among them), the same
-/// primary bucket, so a filter holding #5849 cannot tell the two apart. (Seed 1795338352344432401 failed
-/// the same way: writer 1's #1004400 is a twin of its #13691.) `keys_with_distinct_fingerprints`
-/// drops both keys of every such pair.
+/// The stress plans' keys have pairwise distinct fingerprints. Two keys with the same 32-bit
+/// fingerprint and, in every level of up to about 5 000 buckets, the same primary bucket are
+/// one item to the filter: once the earlier is stored, the later reads present before it is
+/// added, and the oracle would take it for the newest key and report the keys before it
+/// missing. Writer 0's keys #5849 and #117593 for seed 1795337842313460617 are such twins;
+/// `keys_with_distinct_fingerprints` drops both keys of every such pair, and nothing else.
 #[test]
 fn stress_keys_have_no_fingerprint_twins() {
     let seed = 1_795_337_842_313_460_617;

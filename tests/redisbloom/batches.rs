@@ -1,5 +1,5 @@
-//! Attack 4, batches: `insert_many`, `insert_many_unique` and `contains_many` now hash 32 items
-//! at a time and touch their buckets before handling them (`in_batches`). Their answers and the
+//! Batches: `insert_many`, `insert_many_unique` and `contains_many` hash 32 items at a time and
+//! touch their buckets before handling them (`in_batches`). Their answers and the
 //! filter they leave must equal per-item calls on a twin filter and the serial model, for
 //! 0, 1, 31, 32, 33, 64, 65 and 1000 items, with duplicates inside a batch and across a batch
 //! boundary; the sub-filter limit is checked once before the first item; a `GrowthFailed` in the

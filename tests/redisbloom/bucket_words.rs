@@ -1,4 +1,4 @@
-//! Attack 4, single-threaded: the one-word bucket reads (`bucket_word`, two words for a bucket
+//! Single-threaded: the one-word bucket reads (`bucket_word`, two words for a bucket
 //! of 3, 5, 6 or 7 slots that straddles a word boundary) and the one-pass lookup over every
 //! live sub-filter (newest first, validated at the end; more than 8 sub-filters take the
 //! one-at-a-time path) answer exactly as an independent serial model of RedisBloom

@@ -1,4 +1,4 @@
-//! Claims 2 and 3: no false negatives under concurrency (kick walks in a nearly full single
+//! No false negatives under concurrency (kick walks in a nearly full single
 //! sub-filter, compaction moving items from newer sub-filters into older ones, growth,
 //! `compact()`, dumps), exact counters and an exact placement of the live items afterwards,
 //! failed inserts that change nothing, `insert_unique` storing an item once, no deadlock.

@@ -1,4 +1,4 @@
-//! Claims 4 (builder ranges) and 5 (edge cases): the empty item, the smallest capacity, bucket
+//! The builder's ranges and the edge cases: the empty item, the smallest capacity, bucket
 //! size 255, expansion 32768, max_expansions 1, filters loaded with more sub-filters than the
 //! default limit, SCANDUMP's 16 MiB pieces, growth past 4 GiB, max_iterations 65535.
 

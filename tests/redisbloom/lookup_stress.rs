@@ -1,4 +1,4 @@
-//! Attack 4, concurrency: the one-pass lookup (every live sub-filter read newest first, the
+//! Concurrency: the one-pass lookup (every live sub-filter read newest first, the
 //! misses validated only after the last read) must never give a false negative while kick
 //! walks move fingerprints, compactions move them from newer to older sub-filters and drop
 //! emptied sub-filters, growth adds sub-filters, and removes run.

@@ -1,4 +1,4 @@
-//! Claim 1: single-threaded, `RedisCuckooFilter` holds exactly the bytes of an independent
+//! Single-threaded, `RedisCuckooFilter` holds exactly the bytes of an independent
 //! serial model of RedisBloom (`serial_model::Model`), after long random operation sequences
 //! on tiny tables, for every bucket size 1..=9, 16, 255, expansions 0..=4, max iterations
 //! 1..=30, and through reloads from both export formats.
