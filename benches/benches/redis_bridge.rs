@@ -1,5 +1,5 @@
-//! The Redis bridge against Redis's own way in and out (issue 12), against a real server that
-//! this program starts (Debian's `redis-server` with `.redis-stack/redisbloom.so`, as
+//! The Redis bridge against Redis's own way in and out, against a real server that this
+//! program starts (Debian's `redis-server` with `.redis-stack/redisbloom.so`, as
 //! `scripts/install-redis.sh` installs them; `REDIS_SERVER` and `REDISBLOOM_MODULE` override).
 //!
 //! For each size N (1M and 10M by default; `ATOMIC_CUCKOO_BENCH_SIZES=1m,10m`), one run:
@@ -24,7 +24,7 @@ use atomic_cuckoo::redisbloom::{ExportMode, RedisCuckooFilter};
 use peer_benches::splitmix;
 use redis::Connection;
 
-/// Items per `CF.INSERT` and `CF.MEXISTS`, as the issue sets them.
+/// Items per `CF.INSERT` and `CF.MEXISTS`.
 const PER_COMMAND: usize = 1_000;
 /// Commands per pipeline flush: 100k items, a few MB of requests in flight.
 const PER_FLUSH: usize = 100;
