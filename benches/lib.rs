@@ -84,3 +84,41 @@ pub fn positive_count(flag: &str, value: &str) -> usize {
         .filter(|&n| n > 0)
         .unwrap_or_else(|| panic!("{flag} N (N > 0)"))
 }
+
+/// The cells of the named columns of a CSV file (the plots' input), row by row, in the order of
+/// `names`: columns are found by their name in the header line, others are ignored. No quoting:
+/// cells are what lies between commas. Errors name the file, and the line where a row has too
+/// few cells.
+pub fn csv_columns<const N: usize>(
+    path: &str,
+    names: [&str; N],
+) -> Result<Vec<[String; N]>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .ok_or(format!("{path}: empty"))?
+        .split(',')
+        .collect();
+    let mut columns = [0; N];
+    for (column, name) in columns.iter_mut().zip(names) {
+        *column = header
+            .iter()
+            .position(|h| *h == name)
+            .ok_or(format!("{path}: no column {name:?}"))?;
+    }
+    lines
+        .enumerate()
+        .map(|(n, line)| {
+            let cells: Vec<&str> = line.split(',').collect();
+            let mut row: [String; N] = std::array::from_fn(|_| String::new());
+            for (cell, &column) in row.iter_mut().zip(&columns) {
+                *cell = cells
+                    .get(column)
+                    .ok_or(format!("{path}:{}: too few cells", n + 2))?
+                    .to_string();
+            }
+            Ok(row)
+        })
+        .collect()
+}

@@ -15,6 +15,7 @@
 use std::error::Error;
 use std::ops::Range;
 
+use peer_benches::csv_columns;
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::prelude::*;
 use plotters::style::FontStyle;
@@ -76,54 +77,34 @@ impl Ranged for RateAxis {
 }
 
 fn read_points(path: &str) -> Result<Vec<Point>, Box<dyn Error>> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines
-        .next()
-        .ok_or(format!("{path}: empty"))?
-        .split(',')
-        .collect();
-    let column = |name: &str| {
-        header
-            .iter()
-            .position(|h| *h == name)
-            .ok_or(format!("{path}: no column {name:?}"))
-    };
-    let (filter, config, target, items, probes, bits, fp, status) = (
-        column("filter")?,
-        column("config")?,
-        column("target_rate")?,
-        column("items")?,
-        column("probes")?,
-        column("bits_per_item")?,
-        column("false_positives")?,
-        column("status")?,
-    );
+    let names = [
+        "filter",
+        "config",
+        "target_rate",
+        "items",
+        "probes",
+        "bits_per_item",
+        "false_positives",
+        "status",
+    ];
     let mut points = Vec::new();
-    for (n, line) in lines.enumerate() {
-        let cells: Vec<&str> = line.split(',').collect();
-        let cell = |i: usize| {
-            cells
-                .get(i)
-                .copied()
-                .ok_or(format!("{path}:{}: too few cells", n + 2))
-        };
+    for [filter, config, target, items, probes, bits, fp, status] in csv_columns(path, names)? {
         // A filter that failed to build has no figures: nothing to draw.
-        if cell(bits)?.is_empty() {
+        if bits.is_empty() {
             continue;
         }
         points.push(Point {
-            filter: cell(filter)?.into(),
-            config: cell(config)?.into(),
-            target: match cell(target)? {
+            filter,
+            config,
+            target: match target.as_str() {
                 "fixed" => None,
                 t => Some(t.parse()?),
             },
-            items: cell(items)?.parse()?,
-            probes: cell(probes)?.parse()?,
-            bits: cell(bits)?.parse()?,
-            false_positives: cell(fp)?.parse()?,
-            status: cell(status)?.into(),
+            items: items.parse()?,
+            probes: probes.parse()?,
+            bits: bits.parse()?,
+            false_positives: fp.parse()?,
+            status,
         });
     }
     Ok(points)

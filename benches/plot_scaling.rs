@@ -12,6 +12,7 @@
 use std::collections::BTreeSet;
 use std::error::Error;
 
+use peer_benches::csv_columns;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 
@@ -35,40 +36,14 @@ struct Point {
 fn read_points(paths: &[String]) -> Result<Vec<Point>, Box<dyn Error>> {
     let mut points: Vec<Point> = Vec::new();
     for path in paths {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-        let mut lines = text.lines();
-        let header: Vec<&str> = lines
-            .next()
-            .ok_or(format!("{path}: empty"))?
-            .split(',')
-            .collect();
-        let column = |name: &str| {
-            header
-                .iter()
-                .position(|h| *h == name)
-                .ok_or(format!("{path}: no column {name:?}"))
-        };
-        let (size, workload, peer, threads, mops) = (
-            column("size")?,
-            column("workload")?,
-            column("peer")?,
-            column("threads")?,
-            column("median_mops")?,
-        );
-        for (n, line) in lines.enumerate() {
-            let cells: Vec<&str> = line.split(',').collect();
-            let cell = |i: usize| {
-                cells
-                    .get(i)
-                    .copied()
-                    .ok_or(format!("{path}:{}: too few cells", n + 2))
-            };
+        let names = ["size", "workload", "peer", "threads", "median_mops"];
+        for [size, workload, peer, threads, mops] in csv_columns(path, names)? {
             let point = Point {
-                size: cell(size)?.into(),
-                workload: cell(workload)?.into(),
-                peer: cell(peer)?.into(),
-                threads: cell(threads)?.parse()?,
-                mops: cell(mops)?.parse()?,
+                size,
+                workload,
+                peer,
+                threads: threads.parse()?,
+                mops: mops.parse()?,
             };
             let seen = points.iter().any(|p| {
                 (&p.size, &p.workload, &p.peer, p.threads)
