@@ -122,3 +122,26 @@ pub fn csv_columns<const N: usize>(
         })
         .collect()
 }
+
+/// The plots' font: the TrueType file after `--font`, taken out of `args`, else Debian's
+/// DejaVu Sans.
+pub fn plot_font_arg(args: &mut Vec<String>) -> Result<String, String> {
+    let Some(i) = args.iter().position(|a| a == "--font") else {
+        return Ok("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf".into());
+    };
+    let font = args.get(i + 1).ok_or("--font needs a path")?.clone();
+    args.drain(i..i + 2);
+    Ok(font)
+}
+
+/// Registers the TrueType file `font` as plotters' "sans-serif". Errors name the file.
+pub fn register_plot_font(font: &str) -> Result<(), String> {
+    // plotters keeps the font for the rest of the program.
+    let bytes: &'static [u8] = Box::leak(
+        std::fs::read(font)
+            .map_err(|e| format!("{font}: {e}"))?
+            .into_boxed_slice(),
+    );
+    plotters::style::register_font("sans-serif", plotters::style::FontStyle::Normal, bytes)
+        .map_err(|_| format!("{font}: not a font plotters can read"))
+}

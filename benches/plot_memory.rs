@@ -15,12 +15,9 @@
 use std::error::Error;
 use std::ops::Range;
 
-use peer_benches::csv_columns;
+use peer_benches::{csv_columns, plot_font_arg, register_plot_font};
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::prelude::*;
-use plotters::style::FontStyle;
-
-const DEFAULT_FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
 
 /// One row of the CSV.
 struct Point {
@@ -119,21 +116,11 @@ fn percent(rate: f64) -> String {
 
 fn main() -> Result<(), Box<dyn Error>> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let mut font = DEFAULT_FONT.to_string();
-    if let Some(i) = args.iter().position(|a| a == "--font") {
-        font = args.get(i + 1).ok_or("--font needs a path")?.clone();
-        args.drain(i..i + 2);
-    }
+    let font = plot_font_arg(&mut args)?;
     if args.len() != 2 {
         return Err("usage: plot_memory OUT.png CSV [--font TTF]".into());
     }
-    let font_bytes: &'static [u8] = Box::leak(
-        std::fs::read(&font)
-            .map_err(|e| format!("{font}: {e}"))?
-            .into_boxed_slice(),
-    );
-    plotters::style::register_font("sans-serif", FontStyle::Normal, font_bytes)
-        .map_err(|_| format!("{font}: not a font plotters can read"))?;
+    register_plot_font(&font)?;
     let mut points = read_points(&args[1])?;
     if points.is_empty() {
         return Err("no points in the CSV".into());

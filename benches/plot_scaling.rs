@@ -12,9 +12,8 @@
 use std::collections::BTreeSet;
 use std::error::Error;
 
-use peer_benches::csv_columns;
+use peer_benches::{csv_columns, plot_font_arg, register_plot_font};
 use plotters::prelude::*;
-use plotters::style::FontStyle;
 
 const SIZES: [&str; 2] = ["1M", "50M"];
 const WORKLOADS: [(&str, &str); 3] = [
@@ -22,7 +21,6 @@ const WORKLOADS: [(&str, &str); 3] = [
     ("mix", "90/10 mix"),
     ("insert", "inserts (fill to 95 %)"),
 ];
-const DEFAULT_FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
 
 /// One point of the CSV.
 struct Point {
@@ -59,21 +57,11 @@ fn read_points(paths: &[String]) -> Result<Vec<Point>, Box<dyn Error>> {
 
 fn main() -> Result<(), Box<dyn Error>> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let mut font = DEFAULT_FONT.to_string();
-    if let Some(i) = args.iter().position(|a| a == "--font") {
-        font = args.get(i + 1).ok_or("--font needs a path")?.clone();
-        args.drain(i..i + 2);
-    }
+    let font = plot_font_arg(&mut args)?;
     if args.len() < 2 {
         return Err("usage: plot_scaling OUT.png CSV... [--font TTF]".into());
     }
-    let font_bytes: &'static [u8] = Box::leak(
-        std::fs::read(&font)
-            .map_err(|e| format!("{font}: {e}"))?
-            .into_boxed_slice(),
-    );
-    plotters::style::register_font("sans-serif", FontStyle::Normal, font_bytes)
-        .map_err(|_| format!("{font}: not a font plotters can read"))?;
+    register_plot_font(&font)?;
     let points = read_points(&args[1..])?;
     if points.is_empty() {
         return Err("no points in the CSVs".into());
