@@ -84,10 +84,15 @@ mod real {
             #[cfg(target_os = "linux")]
             if bytes >= OWN_MAPPING {
                 let huge_pages = huge_pages && bytes >= HUGE_PAGE;
-                let (mapping, start) = Mapping::zeroed(bytes, huge_pages).ok_or(failed)?;
-                let owner = Owner::Mapped(mapping);
-                let ptr = start.cast::<AtomicU64>();
-                return Ok(BucketWords { ptr, len, owner });
+                // The kernel may refuse a mapping that the allocator would still serve (a
+                // process may hold only so many mappings, `vm.max_map_count`, and a program may
+                // hold that many filters): then the words come from the allocator, as the
+                // allocator's own large blocks do, and a release keeps their memory.
+                if let Some((mapping, start)) = Mapping::zeroed(bytes, huge_pages) {
+                    let owner = Owner::Mapped(mapping);
+                    let ptr = start.cast::<AtomicU64>();
+                    return Ok(BucketWords { ptr, len, owner });
+                }
             }
             // Huge pages are a Linux hint only.
             #[cfg(not(target_os = "linux"))]
@@ -258,6 +263,10 @@ mod real {
         /// No MAP_NORESERVE: the kernel's overcommit check still refuses a table that cannot
         /// fit, which the caller reports as an error rather than crashing on a later touch.
         fn zeroed(bytes: usize, huge_pages: bool) -> Option<(Mapping, NonNull<u8>)> {
+            #[cfg(test)]
+            if tests::REFUSE_MAPPINGS.with(std::cell::Cell::get) {
+                return None;
+            }
             // Slack to start on a huge-page boundary (a mapping is only page-aligned); the
             // pages of the slack are never touched, so they cost address space only.
             let slack = if huge_pages { HUGE_PAGE } else { 0 };
@@ -362,6 +371,64 @@ mod real {
                 assert_eq!(resident, pages, "huge pages {huge_pages}: after fault_in");
                 assert!(all_zero(&words));
             }
+        }
+
+        thread_local! {
+            /// Set: `Mapping::zeroed` refuses, as the kernel does past `vm.max_map_count`.
+            pub(super) static REFUSE_MAPPINGS: std::cell::Cell<bool> =
+                const { std::cell::Cell::new(false) };
+        }
+
+        /// 64 KiB of words: mapped on its own, below the huge-page size.
+        const MID_WORDS: usize = 8 << 10;
+
+        #[test]
+        fn a_mid_sized_table_is_mapped_and_gives_all_its_pages_back() {
+            let words = BucketWords::zeroed(MID_WORDS, true).unwrap();
+            assert!(matches!(words.owner, Owner::Mapped(_)));
+            for w in words.iter() {
+                // Relaxed: the table is not shared.
+                w.store(0, Ordering::Relaxed);
+            }
+            assert_eq!(words.resident_pages().0, words.resident_pages().1);
+            assert_eq!(words.give_back(), MID_WORDS * 8);
+            assert_eq!(words.resident_pages().0, 0);
+            assert!(all_zero(&words));
+        }
+
+        #[test]
+        fn a_refused_mapping_falls_back_to_the_allocator() {
+            REFUSE_MAPPINGS.with(|r| r.set(true));
+            let words = BucketWords::zeroed(MID_WORDS, true);
+            let restored =
+                BucketWords::from_boxed((0..MID_WORDS as u64).map(AtomicU64::new).collect(), true);
+            REFUSE_MAPPINGS.with(|r| r.set(false));
+            let words = words.unwrap();
+            assert!(matches!(words.owner, Owner::Heap(_)));
+            assert!(all_zero(&words));
+            assert_eq!(words.give_back(), 0);
+            assert!(matches!(restored.owner, Owner::Heap(_)));
+            // Relaxed: the table is not shared.
+            assert_eq!(
+                restored[MID_WORDS - 1].load(Ordering::Relaxed),
+                MID_WORDS as u64 - 1
+            );
+        }
+
+        #[test]
+        fn a_restored_mid_sized_table_is_copied_into_a_mapping() {
+            let restored = BucketWords::from_boxed(
+                (0..MID_WORDS as u64)
+                    .map(|i| AtomicU64::new(i % 3))
+                    .collect(),
+                true,
+            );
+            assert!(matches!(restored.owner, Owner::Mapped(_)));
+            // Relaxed: the table is not shared.
+            assert!(restored
+                .iter()
+                .enumerate()
+                .all(|(i, w)| w.load(Ordering::Relaxed) == i as u64 % 3));
         }
 
         #[test]
