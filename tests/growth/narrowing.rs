@@ -4,9 +4,12 @@
 //! the narrowed level (with the empty levels below it released), the filter goes on sliding
 //! and growing, and a snapshot that narrows a level above a non-empty one is refused.
 
+use crate::common::{self, Rng};
 use crate::format_model::Snapshot;
 
-use atomic_cuckoo::{CuckooFilter, Layout, PersistError};
+use std::collections::{HashMap, VecDeque};
+
+use atomic_cuckoo::{CuckooFilter, InsertError, Layout, PersistError};
 
 const LAYOUTS: [Layout; 3] = [Layout::Packed, Layout::Compact, Layout::OneWord];
 const TARGET: f64 = 0.01;
@@ -209,4 +212,291 @@ fn a_snapshot_narrowing_a_level_above_a_non_empty_one_or_below_the_first_width_i
     let mut too_narrow = genuine.clone();
     too_narrow.levels[live].bits -= 1;
     refused(&too_narrow, "narrower than the first level");
+}
+
+/// Random sliding-window sequences on tiny growing filters with short fingerprints (so that
+/// items collide, also after narrowing), against a multiset model: inserts, repeated copies,
+/// `insert_unique`, removes (mostly of the oldest item, so older levels empty), releases,
+/// `shrink_to_fit`, `clear`, snapshots and clones taking the filter's place. After every step
+/// the length is exact and every live item is found as often as it is live; a remove of a live
+/// item always succeeds; released levels hold nothing; and after each `shrink_to_fit` the
+/// oldest live level, once every level below it is released, has the first level's width.
+#[test]
+fn random_narrowing_sequences_keep_every_live_item_and_an_exact_length() {
+    let seed = common::seed("random_narrowing_sequences_keep_every_live_item_and_an_exact_length");
+    let mut rng = Rng::new(seed);
+    for layout in LAYOUTS {
+        for rate in [0.5, 0.2, 0.1, 0.01] {
+            for capacity in [8, 24, 64] {
+                let expansion = [1, 2, 3, 4][rng.below(4) as usize];
+                let max_levels = [3, 5, 32][rng.below(3) as usize];
+                let case = format!(
+                    "seed {seed}, {layout:?}, rate {rate}, capacity {capacity}, expansion \
+                     {expansion}, max_levels {max_levels}"
+                );
+                let filter = CuckooFilter::builder()
+                    .capacity(capacity)
+                    .expansion(expansion)
+                    .max_levels(max_levels)
+                    .false_positive_rate(rate)
+                    .layout(layout)
+                    .build()
+                    .unwrap();
+                run_model_sequence(&mut rng, filter, capacity, 3_000, &case);
+            }
+        }
+    }
+}
+
+fn run_model_sequence(
+    rng: &mut Rng,
+    mut filter: CuckooFilter,
+    capacity: usize,
+    steps: usize,
+    case: &str,
+) {
+    // Live items in insertion order (an item once per live copy), and the copies per item.
+    let mut order: VecDeque<u64> = VecDeque::new();
+    let mut copies: HashMap<u64, usize> = HashMap::new();
+    let mut next = 0u64;
+    let mut log: Vec<String> = Vec::new();
+    // The number of live copies the window holds; it changes now and then, so that the
+    // filter grows by several levels and then empties its older ones.
+    let mut window = 4 * capacity;
+    for step in 0..steps {
+        if step % 300 == 0 {
+            window = capacity / 2 + rng.below(16 * capacity as u64) as usize;
+        }
+        let op = if order.len() > window {
+            60
+        } else {
+            rng.below(1_000) / 10
+        };
+        let what = match op {
+            // A new item.
+            0..=49 => {
+                next += 1;
+                let item = next;
+                match filter.insert(&item) {
+                    Ok(()) => {
+                        order.push_back(item);
+                        *copies.entry(item).or_default() += 1;
+                        format!("insert {item}")
+                    }
+                    Err(
+                        e @ (InsertError::ItemBucketsFull | InsertError::MaxLevelsReached { .. }),
+                    ) => {
+                        format!("insert {item}: {e}")
+                    }
+                    Err(e) => fail(case, &log, &format!("insert {item}: {e}")),
+                }
+            }
+            // Another copy of a live item.
+            50..=54 if !order.is_empty() => {
+                let item = order[rng.below(order.len() as u64) as usize];
+                match filter.insert(&item) {
+                    Ok(()) => {
+                        order.push_back(item);
+                        *copies.entry(item).or_default() += 1;
+                        format!("insert copy {item}")
+                    }
+                    Err(
+                        e @ (InsertError::ItemBucketsFull | InsertError::MaxLevelsReached { .. }),
+                    ) => {
+                        format!("insert copy {item}: {e}")
+                    }
+                    Err(e) => fail(case, &log, &format!("insert copy {item}: {e}")),
+                }
+            }
+            // `insert_unique` of a new or a live item.
+            55..=59 => {
+                let item = if rng.below(3) == 0 && !order.is_empty() {
+                    order[rng.below(order.len() as u64) as usize]
+                } else {
+                    next += 1;
+                    next
+                };
+                let present = filter.contains(&item);
+                match filter.insert_unique(&item) {
+                    Ok(true) => {
+                        if present {
+                            fail(
+                                case,
+                                &log,
+                                &format!("insert_unique {item} added a present item"),
+                            );
+                        }
+                        order.push_back(item);
+                        *copies.entry(item).or_default() += 1;
+                        format!("insert_unique {item}: added")
+                    }
+                    Ok(false) => {
+                        if !present {
+                            fail(
+                                case,
+                                &log,
+                                &format!("insert_unique {item}: absent, not added"),
+                            );
+                        }
+                        format!("insert_unique {item}: present")
+                    }
+                    Err(
+                        e @ (InsertError::ItemBucketsFull | InsertError::MaxLevelsReached { .. }),
+                    ) => {
+                        format!("insert_unique {item}: {e}")
+                    }
+                    Err(e) => fail(case, &log, &format!("insert_unique {item}: {e}")),
+                }
+            }
+            // Removes: the oldest copy while the window is over-full, else a random one.
+            60..=84 if !order.is_empty() => {
+                let at = if order.len() > window || rng.below(4) != 0 {
+                    0
+                } else {
+                    rng.below(order.len() as u64) as usize
+                };
+                let item = order.remove(at).unwrap();
+                let left = copies.get_mut(&item).unwrap();
+                *left -= 1;
+                if *left == 0 {
+                    copies.remove(&item);
+                }
+                if !filter.remove(&item) {
+                    fail(case, &log, &format!("remove of live {item} found nothing"));
+                }
+                format!("remove {item}")
+            }
+            85..=89 => format!("release_empty_levels: {}", filter.release_empty_levels()),
+            90..=93 => {
+                filter.shrink_to_fit();
+                check_oldest_live_width(&filter, case, &log);
+                format!("shrink_to_fit: {}", describe(&filter))
+            }
+            94..=98 => {
+                let (how, copy) = match rng.below(3) {
+                    0 => (
+                        "from_bytes",
+                        CuckooFilter::from_bytes(&filter.to_bytes()).unwrap(),
+                    ),
+                    1 => {
+                        let mut bytes = Vec::new();
+                        filter.write_to(&mut bytes).unwrap();
+                        ("read_from", CuckooFilter::read_from(&bytes[..]).unwrap())
+                    }
+                    _ => ("clone", filter.clone()),
+                };
+                if widths(&copy) != widths(&filter) {
+                    fail(
+                        case,
+                        &log,
+                        &format!("{how} changed the widths: {}", describe(&copy)),
+                    );
+                }
+                filter = copy;
+                format!("{how}: {}", describe(&filter))
+            }
+            99 if rng.below(20) == 0 => {
+                filter.clear();
+                order.clear();
+                copies.clear();
+                "clear".to_string()
+            }
+            _ => continue,
+        };
+        log.push(format!("{step}: {what}"));
+        check_model(&filter, &order, &copies, case, &log);
+    }
+    println!("{case}: ended with {}", describe(&filter));
+}
+
+fn check_model(
+    filter: &CuckooFilter,
+    order: &VecDeque<u64>,
+    copies: &HashMap<u64, usize>,
+    case: &str,
+    log: &[String],
+) {
+    if filter.len() != order.len() {
+        fail(
+            case,
+            log,
+            &format!("len {} but {} live copies", filter.len(), order.len()),
+        );
+    }
+    for (&item, &n) in copies {
+        if !filter.contains(&item) || filter.count(&item) < n {
+            fail(
+                case,
+                log,
+                &format!(
+                    "live item {item} ({n} copies) found {} times, contains {}",
+                    filter.count(&item),
+                    filter.contains(&item)
+                ),
+            );
+        }
+    }
+    let mut found = Vec::new();
+    filter.contains_many(copies.keys(), &mut found);
+    if let Some(i) = found.iter().position(|&f| !f) {
+        let item = copies.keys().nth(i).unwrap();
+        fail(case, log, &format!("contains_many misses live item {item}"));
+    }
+    if let Some(l) = filter
+        .level_stats()
+        .iter()
+        .find(|l| l.released && l.len > 0)
+    {
+        fail(
+            case,
+            log,
+            &format!("a released level holds {} items", l.len),
+        );
+    }
+}
+
+/// After `shrink_to_fit`: when every level below the oldest live one is released, that level
+/// has the first level's width, and no level probed is wider than a newer one.
+fn check_oldest_live_width(filter: &CuckooFilter, case: &str, log: &[String]) {
+    let stats = filter.level_stats();
+    let live = stats.iter().position(|l| !l.released).unwrap();
+    if stats[live].fingerprint_bits != stats[0].fingerprint_bits {
+        fail(
+            case,
+            log,
+            &format!(
+                "oldest live level {live} not narrowed: {}",
+                describe(filter)
+            ),
+        );
+    }
+    let probed: Vec<u32> = stats
+        .iter()
+        .filter(|l| !l.released)
+        .map(|l| l.fingerprint_bits)
+        .collect();
+    if probed.windows(2).any(|w| w[0] > w[1]) {
+        fail(
+            case,
+            log,
+            &format!("an older live level is wider: {}", describe(filter)),
+        );
+    }
+}
+
+fn describe(filter: &CuckooFilter) -> String {
+    filter
+        .level_stats()
+        .iter()
+        .map(|l| {
+            let released = if l.released { " released" } else { "" };
+            format!("[{} bits, {} items{released}]", l.fingerprint_bits, l.len)
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn fail(case: &str, log: &[String], what: &str) -> ! {
+    let recent = &log[log.len().saturating_sub(40)..];
+    panic!("{case}: {what}\nlast steps:\n{}", recent.join("\n"));
 }
