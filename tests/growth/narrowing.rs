@@ -500,3 +500,113 @@ fn fail(case: &str, log: &[String], what: &str) -> ! {
     let recent = &log[log.len().saturating_sub(40)..];
     panic!("{case}: {what}\nlast steps:\n{}", recent.join("\n"));
 }
+
+/// The released flags and widths of a filter's levels.
+fn released_and_widths(filter: &CuckooFilter) -> Vec<(bool, u32)> {
+    filter
+        .level_stats()
+        .iter()
+        .map(|l| (l.released, l.fingerprint_bits))
+        .collect()
+}
+
+/// `from_bytes`, `read_from` and `clone` of `filter`, named.
+fn copies(filter: &CuckooFilter) -> [(&'static str, CuckooFilter); 3] {
+    let bytes = filter.to_bytes();
+    [
+        ("from_bytes", CuckooFilter::from_bytes(&bytes).unwrap()),
+        ("read_from", CuckooFilter::read_from(&bytes[..]).unwrap()),
+        ("clone", filter.clone()),
+    ]
+}
+
+/// Level 1 narrowed to the first level's width is as wide as level 0: a copy must still see
+/// that it was narrowed, and release level 0 below it.
+#[test]
+fn a_copy_of_a_narrowed_second_level_releases_the_first() {
+    for layout in LAYOUTS {
+        let mut filter = CuckooFilter::builder()
+            .capacity(1_000)
+            .expansion(2)
+            .false_positive_rate(TARGET)
+            .layout(layout)
+            .build()
+            .unwrap();
+        let mut id = 0u64;
+        while filter.levels() < 2 {
+            filter.insert(&id).unwrap();
+            id += 1;
+        }
+        let last = id - 1;
+        for i in 0..last {
+            assert!(filter.remove(&i));
+        }
+        let planned = widths(&filter);
+        filter.shrink_to_fit();
+        let narrowed = released_and_widths(&filter);
+        assert!(planned[1] > planned[0], "{layout:?}: {planned:?}");
+        assert_eq!(
+            narrowed,
+            [(true, planned[0]), (false, planned[0])],
+            "{layout:?}"
+        );
+        for (how, copy) in copies(&filter) {
+            assert_eq!(released_and_widths(&copy), narrowed, "{layout:?} {how}");
+            assert!(copy.contains(&last), "{layout:?} {how}");
+            assert_eq!(
+                copy.memory_usage(),
+                filter.memory_usage(),
+                "{layout:?} {how}"
+            );
+        }
+    }
+}
+
+/// A window slides past a narrowed level too: `shrink_to_fit` then narrows the next one, and
+/// the first narrowed level, empty, is released with the others below. A copy releases all of
+/// them again, the once-narrowed level included, and takes no more memory than the filter.
+#[test]
+fn a_copy_after_two_narrowings_releases_every_level_below_the_second() {
+    for layout in LAYOUTS {
+        let mut filter = slid(layout, 2_000, 20_000);
+        filter.shrink_to_fit();
+        let first = released_and_widths(&filter);
+        let live = first.iter().position(|&(released, _)| !released).unwrap();
+        assert!(
+            live > 0 && first[live].1 == first[0].1,
+            "{layout:?}: {first:?}"
+        );
+        // Grow a level above the narrowed one, then slide on until the narrowed one is empty.
+        let mut id = 20_000u64;
+        while filter.levels() <= live + 1 {
+            filter.insert(&id).unwrap();
+            id += 1;
+        }
+        let window = id - 18_000;
+        for _ in 0..100 {
+            if filter.level_stats()[live].len == 0 {
+                break;
+            }
+            slide(&filter, id, window, id + 1_000);
+            id += 1_000;
+        }
+        assert_eq!(filter.level_stats()[live].len, 0, "{layout:?}");
+        filter.shrink_to_fit();
+        let second = released_and_widths(&filter);
+        let now_live = second.iter().position(|&(released, _)| !released).unwrap();
+        assert!(now_live > live, "{layout:?}: {second:?}");
+        assert_eq!(second[now_live].1, second[0].1, "{layout:?}: {second:?}");
+        for (how, copy) in copies(&filter) {
+            assert_eq!(released_and_widths(&copy), second, "{layout:?} {how}");
+            assert!(
+                (id - window..id).all(|i| copy.contains(&i)),
+                "{layout:?} {how}"
+            );
+            assert_eq!(
+                copy.memory_usage(),
+                filter.memory_usage(),
+                "{layout:?} {how}"
+            );
+        }
+    }
+}
