@@ -5,7 +5,7 @@
 //! and growing, and a snapshot that narrows a level above a non-empty one is refused.
 
 use crate::common::{self, Rng};
-use crate::format_model::Snapshot;
+use crate::format_model::{self, Snapshot};
 
 use std::collections::{HashMap, VecDeque};
 
@@ -609,4 +609,162 @@ fn a_copy_after_two_narrowings_releases_every_level_below_the_second() {
             );
         }
     }
+}
+
+/// A one-word level (FORMAT.md layout 0) with every fingerprint cut to its top `bits`, `0`
+/// becoming `1`, each bucket's fingerprints packed into its lowest lanes in their order:
+/// narrowing written from the spec.
+fn truncated_one_word_level(level: &format_model::Level, bits: u32) -> format_model::Level {
+    let shift = level.bits - bits;
+    let words = level
+        .words
+        .iter()
+        .map(|&word| {
+            format_model::lanes(word, level.bits)
+                .into_iter()
+                .filter(|&fp| fp != 0)
+                .map(|fp| (fp >> shift).max(1))
+                .enumerate()
+                .fold(0u64, |packed, (lane, fp)| {
+                    packed | fp << (lane as u32 * bits)
+                })
+        })
+        .collect();
+    format_model::Level {
+        bits,
+        buckets: level.buckets,
+        items: level.items,
+        words,
+    }
+}
+
+/// A one-word filter after a window of 2,000 ids slid over `0..20,000`, its empty levels
+/// released (not narrowed yet), and the index of its oldest live level.
+fn slid_one_word() -> (CuckooFilter, usize) {
+    let filter = slid(Layout::OneWord, 2_000, 20_000);
+    filter.release_empty_levels();
+    let live = filter
+        .level_stats()
+        .iter()
+        .position(|l| !l.released)
+        .unwrap();
+    (filter, live)
+}
+
+/// `shrink_to_fit` cuts the oldest live level's fingerprints exactly as FORMAT.md's key
+/// mapping says a narrower level holds them, in place, and changes no other level.
+#[test]
+fn a_narrowed_one_word_level_holds_its_fingerprints_truncated_in_their_buckets() {
+    let (mut filter, live) = slid_one_word();
+    let before = Snapshot::parse(&filter.to_bytes());
+    filter.shrink_to_fit();
+    let after = Snapshot::parse(&filter.to_bytes());
+    let first = before.levels[0].bits;
+    assert!(live > 0 && before.levels[live].bits > first, "{before:?}");
+    assert_eq!(after.levels.len(), before.levels.len());
+    for (i, (was, now)) in before.levels.iter().zip(&after.levels).enumerate() {
+        if i == live {
+            assert_eq!(*now, truncated_one_word_level(was, first), "level {i}");
+        } else {
+            assert_eq!(now, was, "level {i}");
+        }
+    }
+}
+
+/// FORMAT.md: a level above levels that hold nothing may have any width from level 0's up
+/// to the plan's. Each such snapshot loads (both loaders), finds every live id, releases the
+/// levels below, lets every live id be removed, and narrows to level 0's width on
+/// `shrink_to_fit`, to the very snapshot that narrowing the filter in memory gives.
+#[test]
+fn a_snapshot_may_hold_a_level_narrowed_to_any_width_down_to_the_first() {
+    let (mut filter, live) = slid_one_word();
+    let planned = Snapshot::parse(&filter.to_bytes());
+    filter.shrink_to_fit();
+    let narrowed_in_memory = filter.to_bytes();
+    let first = planned.levels[0].bits;
+    let own = planned.levels[live].bits;
+    for bits in first..own {
+        let mut snapshot = planned.clone();
+        snapshot.levels[live] = truncated_one_word_level(&planned.levels[live], bits);
+        let bytes = snapshot.encode(false);
+        let loaded = [
+            ("from_bytes", CuckooFilter::from_bytes(&bytes)),
+            ("read_from", CuckooFilter::read_from(&bytes[..])),
+        ];
+        for (how, restored) in loaded {
+            let mut restored = restored.unwrap_or_else(|e| panic!("{bits} bits, {how}: {e}"));
+            let stats = restored.level_stats();
+            assert_eq!(stats[live].fingerprint_bits, bits, "{how}");
+            assert!(
+                stats[..live].iter().all(|l| l.released),
+                "{bits} bits, {how}"
+            );
+            assert!(
+                (18_000..20_000u64).all(|id| restored.contains(&id)),
+                "{bits} bits, {how}"
+            );
+            let copy = restored.clone();
+            restored.shrink_to_fit();
+            assert_eq!(
+                restored.to_bytes(),
+                narrowed_in_memory,
+                "{bits} bits, {how}"
+            );
+            for id in 18_000..20_000u64 {
+                assert!(copy.remove(&id), "{bits} bits, {how}: {id}");
+            }
+            assert!(copy.is_empty(), "{bits} bits, {how}");
+        }
+    }
+}
+
+/// The loader refuses, with a typed error, a level narrower than level 0's width, wider than
+/// the plan's, a narrowed first level, and a narrowed level above one that holds items (also
+/// when that one is narrowed too).
+#[test]
+fn a_snapshot_narrowing_a_level_the_format_forbids_is_refused() {
+    let (filter, live) = slid_one_word();
+    // Widen the window so that a newer level holds items above the oldest live one.
+    let mut id = 20_000u64;
+    while filter.levels() <= live + 1 {
+        filter.insert(&id).unwrap();
+        id += 1;
+    }
+    let planned = Snapshot::parse(&filter.to_bytes());
+    let first = planned.levels[0].bits;
+    let newer = live + 1;
+    assert!(planned.levels[newer].items > 0 && planned.levels[live].items > 0);
+    let refused = |snapshot: &Snapshot, what: &str| {
+        let bytes = snapshot.encode(false);
+        for (how, loaded) in [
+            ("from_bytes", CuckooFilter::from_bytes(&bytes)),
+            ("read_from", CuckooFilter::read_from(&bytes[..])),
+        ] {
+            assert!(
+                matches!(loaded, Err(PersistError::InvalidParameter { .. })),
+                "{what}, {how}: {:?}",
+                loaded.map(|f| widths(&f))
+            );
+        }
+    };
+    let with = |level: usize, bits: u32| {
+        let mut snapshot = planned.clone();
+        snapshot.levels[level] = truncated_one_word_level(&planned.levels[level], bits);
+        snapshot
+    };
+    // The narrowing the format allows is accepted.
+    assert!(CuckooFilter::from_bytes(&with(live, first).encode(false)).is_ok());
+    refused(&with(live, first - 1), "narrower than level 0");
+    refused(&with(0, first - 1), "level 0 narrowed");
+    refused(&with(newer, first), "narrowed above a level with items");
+    let mut both = with(live, first);
+    both.levels[newer] = truncated_one_word_level(&planned.levels[newer], first);
+    refused(&both, "narrowed above a narrowed level with items");
+    let mut wider = planned.clone();
+    let own = planned.levels[live].bits;
+    wider.levels[live] = format_model::Level {
+        bits: own + 1,
+        ..truncated_one_word_level(&planned.levels[live], own)
+    };
+    refused(&wider, "wider than the plan");
 }
