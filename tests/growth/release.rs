@@ -546,3 +546,77 @@ fn a_release_inside_its_own_filters_save_releases_nothing() {
     assert!(CuckooFilter::from_bytes(&out.bytes).unwrap().is_empty());
     assert_eq!(filter.release_empty_levels(), filter.levels() - 1);
 }
+
+/// Copies of a grown filter restored by `from_bytes` and by `read_from` (every level of 16 KiB
+/// and more copied into a mapping of its own), cleared, then released: each such level gives
+/// its words back, and the resident set falls by as much as `memory_usage` says, though the
+/// restore and the clear wrote to every page of those levels. The released levels here are
+/// all below 2 MiB, the sizes that were first given mappings of their own.
+#[test]
+fn restored_mid_sized_levels_give_their_resident_pages_back_when_released() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let filter = CuckooFilter::builder()
+        .capacity(1_000)
+        .expansion(2)
+        .build()
+        .unwrap();
+    filter.insert_many(0..300_000u64).unwrap();
+    let bytes = filter.to_bytes();
+    let copies: Vec<CuckooFilter> = (0..16)
+        .map(|i| {
+            if i % 2 == 0 {
+                CuckooFilter::from_bytes(&bytes).unwrap()
+            } else {
+                CuckooFilter::read_from(&bytes[..]).unwrap()
+            }
+        })
+        .collect();
+    for copy in &copies {
+        copy.clear();
+    }
+    let before: Vec<_> = copies.iter().map(CuckooFilter::level_stats).collect();
+    let memory: usize = copies.iter().map(CuckooFilter::memory_usage).sum();
+    #[cfg(target_os = "linux")]
+    let rss = common::resident();
+    for copy in &copies {
+        assert_eq!(copy.release_empty_levels(), copy.levels() - 1);
+    }
+    #[cfg(target_os = "linux")]
+    let dropped = rss.saturating_sub(common::resident());
+    let given_back = memory - copies.iter().map(CuckooFilter::memory_usage).sum::<usize>();
+    let mut mid_sized = 0;
+    for (copy, before) in copies.iter().zip(&before) {
+        let newest = before.len() - 1;
+        for (i, (was, now)) in before.iter().zip(copy.level_stats()).enumerate() {
+            // Words and stripes: 16 KiB of words and a few hundred bytes of stripes at least.
+            if i < newest && was.memory_usage >= 17 << 10 {
+                assert!(was.memory_usage < 2 << 20, "level {i}: {was:?}");
+                assert!(
+                    now.memory_usage * 16 < was.memory_usage,
+                    "level {i} kept {} of {} bytes",
+                    now.memory_usage,
+                    was.memory_usage
+                );
+                mid_sized += 1;
+            }
+        }
+    }
+    assert!(mid_sized >= 16 * 3, "{mid_sized} mid-sized levels released");
+    #[cfg(target_os = "linux")]
+    {
+        println!(
+            "{mid_sized} mid-sized levels released: memory_usage fell by {given_back}, the \
+             resident set by {dropped}"
+        );
+        assert!(
+            dropped * 10 >= given_back * 9,
+            "resident set fell by only {dropped} of {given_back}"
+        );
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = given_back;
+    for copy in &copies {
+        copy.insert_many(0..1_000u64).unwrap();
+        assert!((0..1_000u64).all(|i| copy.contains(&i)));
+    }
+}
