@@ -8,6 +8,8 @@ use crate::common::{self, Rng};
 use crate::format_model::{self, Snapshot};
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use atomic_cuckoo::{CuckooFilter, InsertError, Layout, PersistError};
 
@@ -767,4 +769,141 @@ fn a_snapshot_narrowing_a_level_the_format_forbids_is_refused() {
         ..truncated_one_word_level(&planned.levels[live], own)
     };
     refused(&wider, "wider than the plan");
+}
+
+/// A narrowed filter shared again: per round, two writers slide windows of ids (one with
+/// `insert`, one with `insert_many`), a thread releases empty levels in a loop, and two readers
+/// (`contains`, `contains_many`) check that every live id is found; between rounds, with the
+/// threads joined, `shrink_to_fit` narrows the oldest live level. The windows widen (each
+/// time more, so that a level is added above the narrowed one) and narrow from round to round,
+/// so narrowed levels are filled, emptied, released under the readers, and the next one
+/// narrowed. Short fingerprints, so ids collide.
+#[test]
+fn a_narrowed_filter_shared_again_never_misses_a_live_item_under_releases() {
+    for layout in LAYOUTS {
+        let mut filter = CuckooFilter::builder()
+            .capacity(64)
+            .expansion(2)
+            .false_positive_rate(0.1)
+            .layout(layout)
+            .build()
+            .unwrap();
+        // Per writer, ids `lo..hi` are live (ids of writer w are `w << 32 | i`).
+        let mut windows = [(0u64, 0u64); 2];
+        let mut narrowings = 0;
+        for (round, window) in [400, 50, 1_600, 50, 6_400, 50].into_iter().enumerate() {
+            let shared = Arc::new(filter);
+            windows = shared_round(&shared, windows, window, window.max(1_000) + 500);
+            filter = Arc::try_unwrap(shared).unwrap_or_else(|_| unreachable!("threads joined"));
+            let before = widths(&filter);
+            filter.shrink_to_fit();
+            if widths(&filter) != before {
+                narrowings += 1;
+            }
+            for (w, &(lo, hi)) in windows.iter().enumerate() {
+                assert!(
+                    (lo..hi).all(|i| filter.contains(&((w as u64) << 32 | i))),
+                    "{layout:?}, round {round}: {}",
+                    describe(&filter)
+                );
+            }
+            let live: u64 = windows.iter().map(|&(lo, hi)| hi - lo).sum();
+            assert_eq!(filter.len() as u64, live, "{layout:?}, round {round}");
+        }
+        println!(
+            "{layout:?}: {narrowings} narrowings, ended with {}",
+            describe(&filter)
+        );
+        assert!(narrowings >= 2, "{layout:?}: {narrowings} narrowings");
+    }
+}
+
+/// One round of `a_narrowed_filter_shared_again_never_misses_a_live_item_under_releases`: each
+/// writer inserts `ids` more ids and removes its oldest while more than `window` are live.
+/// Returns the windows after the round.
+fn shared_round(
+    filter: &Arc<CuckooFilter>,
+    start: [(u64, u64); 2],
+    window: u64,
+    ids: u64,
+) -> [(u64, u64); 2] {
+    let windows: Arc<[(AtomicU64, AtomicU64); 2]> =
+        Arc::new(start.map(|(lo, hi)| (AtomicU64::new(lo), AtomicU64::new(hi))));
+    let done = Arc::new(AtomicBool::new(false));
+    let id = |w: usize, i: u64| (w as u64) << 32 | i;
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let (filter, windows) = (Arc::clone(filter), Arc::clone(&windows));
+            std::thread::spawn(move || {
+                let (lo, hi) = &windows[w];
+                let first = hi.load(Ordering::Relaxed);
+                for i in first..first + ids {
+                    if w == 0 {
+                        filter.insert(&id(w, i)).unwrap();
+                    } else {
+                        filter.insert_many([id(w, i)]).unwrap();
+                    }
+                    // Release: a reader that sees `hi` past i finds i's insert done.
+                    hi.store(i + 1, Ordering::Release);
+                    while i + 1 - lo.load(Ordering::Relaxed) > window {
+                        let leaving = lo.load(Ordering::Relaxed);
+                        // Release: raised before the remove starts (see the readers).
+                        lo.store(leaving + 1, Ordering::Release);
+                        assert!(filter.remove(&id(w, leaving)), "remove of a live id failed");
+                    }
+                }
+            })
+        })
+        .collect();
+    let releaser = {
+        let (filter, done) = (Arc::clone(filter), Arc::clone(&done));
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                filter.release_empty_levels();
+                std::thread::yield_now();
+            }
+        })
+    };
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let (filter, windows, done) =
+                (Arc::clone(filter), Arc::clone(&windows), Arc::clone(&done));
+            std::thread::spawn(move || {
+                let mut found = Vec::new();
+                while !done.load(Ordering::Relaxed) {
+                    for (w, (lo, hi)) in windows.iter().enumerate() {
+                        // Acquire: every id below `hi` was inserted before we look it up.
+                        let top = hi.load(Ordering::Acquire);
+                        let bottom = lo.load(Ordering::Acquire);
+                        let ids: Vec<u64> = (bottom..top).map(|i| id(w, i)).collect();
+                        if r == 0 {
+                            found.clear();
+                            found.extend(ids.iter().map(|i| filter.contains(i)));
+                        } else {
+                            filter.contains_many(&ids, &mut found);
+                        }
+                        for (i, &present) in (bottom..top).zip(&found) {
+                            // Acquire: a miss is only allowed once the remove may have started.
+                            if !present && lo.load(Ordering::Acquire) <= i {
+                                panic!("live id {i} of writer {w} not found (reader {r})");
+                            }
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    done.store(true, Ordering::Relaxed);
+    releaser.join().unwrap();
+    for r in readers {
+        r.join().unwrap();
+    }
+    let end = |w: usize| {
+        let (lo, hi) = &windows[w];
+        (lo.load(Ordering::Relaxed), hi.load(Ordering::Relaxed))
+    };
+    [end(0), end(1)]
 }
