@@ -907,3 +907,51 @@ fn shared_round(
     };
     [end(0), end(1)]
 }
+
+/// The worst case for the rate: the narrowed level is the newest, and takes inserts at level
+/// 0's width until it is full and a level is added above it. The measured rate then stays
+/// under the target, at short and long fingerprints, in every layout.
+#[test]
+fn a_narrowed_newest_level_filled_to_growth_keeps_the_measured_rate_under_the_target() {
+    for layout in LAYOUTS {
+        for target in [0.2, 0.05, 0.01] {
+            let mut filter = CuckooFilter::builder()
+                .capacity(200)
+                .expansion(2)
+                .false_positive_rate(target)
+                .layout(layout)
+                .build()
+                .unwrap();
+            slide(&filter, 0, 600, 8_000);
+            let planned = widths(&filter);
+            filter.shrink_to_fit();
+            let narrowed = widths(&filter);
+            let live = filter
+                .level_stats()
+                .iter()
+                .position(|l| !l.released)
+                .unwrap();
+            assert_eq!(
+                live,
+                narrowed.len() - 1,
+                "{layout:?} {target}: {}",
+                describe(&filter)
+            );
+            let case = format!("{layout:?} at {target}: {planned:?} -> {narrowed:?}");
+            assert!(narrowed[live] < planned[live], "{case}");
+            let mut id = 8_000u64;
+            while filter.levels() == narrowed.len() {
+                filter.insert(&id).unwrap();
+                id += 1;
+            }
+            let rate = measured_rate(&filter);
+            println!(
+                "{case}: {} items in the narrowed level, measured {:.3} %",
+                filter.level_stats()[live].len,
+                rate * 100.0
+            );
+            assert!(rate <= target, "{case}: measured {rate}");
+            assert!((7_400..id).all(|i| filter.contains(&i)), "{case}");
+        }
+    }
+}
