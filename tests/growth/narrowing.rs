@@ -955,3 +955,59 @@ fn a_narrowed_newest_level_filled_to_growth_keeps_the_measured_rate_under_the_ta
         }
     }
 }
+
+/// `insert_unique` on a narrowed filter, its first level released (the gate of a grown
+/// filter's `insert_unique`): four threads race over the same fresh keys, enough of them to
+/// add levels above the narrowed one meanwhile. No key is added twice, a key that no thread
+/// added was already (maybe) present, the length counts exactly the added copies, and every
+/// key is found. Short fingerprints, so keys collide.
+#[test]
+fn racing_insert_unique_on_a_narrowed_filter_adds_each_key_at_most_once() {
+    for layout in LAYOUTS {
+        let mut filter = CuckooFilter::builder()
+            .capacity(64)
+            .expansion(2)
+            .false_positive_rate(0.1)
+            .layout(layout)
+            .build()
+            .unwrap();
+        slide(&filter, 0, 300, 3_000);
+        filter.shrink_to_fit();
+        let stats = filter.level_stats();
+        assert!(stats[0].released, "{layout:?}: {}", describe(&filter));
+        let (levels, len) = (filter.levels(), filter.len());
+        let keys: Vec<u64> = (1u64 << 32..(1 << 32) + 3_000).collect();
+        let barrier = std::sync::Barrier::new(4);
+        let added: Vec<Vec<bool>> = std::thread::scope(|s| {
+            let threads: Vec<_> = (0..4)
+                .map(|_| {
+                    let (filter, keys, barrier) = (&filter, &keys, &barrier);
+                    s.spawn(move || {
+                        barrier.wait();
+                        keys.iter()
+                            .map(|k| match filter.insert_unique(k) {
+                                Ok(added) => added,
+                                Err(InsertError::ItemBucketsFull) => false,
+                                Err(e) => panic!("insert_unique {k}: {e}"),
+                            })
+                            .collect()
+                    })
+                })
+                .collect();
+            threads.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        let mut winners_total = 0;
+        for (i, k) in keys.iter().enumerate() {
+            let winners = added.iter().filter(|a| a[i]).count();
+            assert!(winners <= 1, "{layout:?}: key {k} added {winners} times");
+            assert!(filter.contains(k), "{layout:?}: key {k} not found");
+            winners_total += winners;
+        }
+        assert!(filter.levels() > levels, "{layout:?}: no level added");
+        assert_eq!(filter.len(), len + winners_total, "{layout:?}");
+        assert!(
+            winners_total > keys.len() / 2,
+            "{layout:?}: {winners_total} added"
+        );
+    }
+}
