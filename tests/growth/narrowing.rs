@@ -1012,3 +1012,64 @@ fn racing_insert_unique_on_a_narrowed_filter_adds_each_key_at_most_once() {
         );
     }
 }
+
+/// A narrowed filter cleared: `shrink_to_fit` then leaves one ordinary first level, which
+/// grows again into levels of the planned widths, and a window slid over them is narrowed
+/// again. Cleared and then filled without a `shrink_to_fit`, the levels kept (the narrowed one
+/// among them, empty) never hide an item, and the next `shrink_to_fit` narrows the newest.
+#[test]
+fn a_cleared_narrowed_filter_starts_over_with_the_planned_widths() {
+    for layout in LAYOUTS {
+        let mut filter = slid(layout, 2_000, 20_000);
+        let planned = widths(&filter);
+        filter.shrink_to_fit();
+        filter.clear();
+        assert!(filter.is_empty());
+        filter.shrink_to_fit();
+        assert_eq!(
+            released_and_widths(&filter),
+            [(false, planned[0])],
+            "{layout:?}"
+        );
+        slide(&filter, 0, 2_000, 20_000);
+        assert_eq!(widths(&filter), planned, "{layout:?}");
+        filter.shrink_to_fit();
+        let narrowed = released_and_widths(&filter);
+        let live = narrowed
+            .iter()
+            .position(|&(released, _)| !released)
+            .unwrap();
+        assert_eq!(narrowed[live].1, planned[0], "{layout:?}: {narrowed:?}");
+
+        // Cleared, then refilled past a level without `shrink_to_fit`.
+        filter.clear();
+        let levels = filter.levels();
+        let mut id = 100_000u64;
+        while filter.levels() == levels {
+            filter.insert(&id).unwrap();
+            id += 1;
+        }
+        assert!((100_000..id).all(|i| filter.contains(&i)), "{layout:?}");
+        assert_eq!(filter.len() as u64, id - 100_000, "{layout:?}");
+        for (how, copy) in copies(&filter) {
+            assert!((100_000..id).all(|i| copy.contains(&i)), "{layout:?} {how}");
+        }
+        // Empty the newest level but one item: the newest level is then narrowed.
+        for i in 100_000..id - 1 {
+            assert!(filter.remove(&i), "{layout:?}: {i}");
+        }
+        filter.shrink_to_fit();
+        let stats = filter.level_stats();
+        let newest = stats.len() - 1;
+        assert!(
+            stats[..newest].iter().all(|l| l.released),
+            "{layout:?}: {stats:?}"
+        );
+        assert_eq!(stats[newest].fingerprint_bits, planned[0], "{layout:?}");
+        assert!(
+            filter.contains(&(id - 1)) && filter.remove(&(id - 1)),
+            "{layout:?}"
+        );
+        assert!(filter.is_empty());
+    }
+}
