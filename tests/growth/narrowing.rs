@@ -1073,3 +1073,57 @@ fn a_cleared_narrowed_filter_starts_over_with_the_planned_widths() {
         assert!(filter.is_empty());
     }
 }
+
+/// As `a_narrowed_filter_shared_again_never_misses_a_live_item_under_releases`, with levels of
+/// 16 KiB to a few MiB: the releasing thread gives their pages back (`MADV_DONTNEED`) while
+/// the readers may still be reading them, and no reader faults or misses a live id. Between
+/// rounds, every released level of 16 KiB and more holds no more than its stripes.
+#[test]
+fn mid_sized_levels_released_under_readers_of_a_narrowed_filter_give_their_memory_back() {
+    let mut filter = CuckooFilter::builder()
+        .capacity(4_096)
+        .expansion(2)
+        .build()
+        .unwrap();
+    let mut windows = [(0u64, 0u64); 2];
+    // Per level, the most memory it held while live, and whether it was seen released.
+    let mut held: Vec<usize> = Vec::new();
+    let mut released: Vec<bool> = Vec::new();
+    let mut check_given_back = |filter: &CuckooFilter| {
+        for (i, level) in filter.level_stats().iter().enumerate() {
+            if i == held.len() {
+                held.push(0);
+                released.push(false);
+            }
+            if !level.released {
+                held[i] = held[i].max(level.memory_usage);
+            } else if held[i] >= 17 << 10 {
+                assert!(
+                    level.memory_usage * 16 < held[i],
+                    "level {i} released but kept {} of {} bytes",
+                    level.memory_usage,
+                    held[i]
+                );
+                released[i] = true;
+            }
+        }
+        released.iter().filter(|&&r| r).count()
+    };
+    let mut given_back = 0;
+    for window in [6_000, 200, 30_000, 200, 100_000, 200] {
+        let shared = Arc::new(filter);
+        windows = shared_round(&shared, windows, window, window.max(20_000) + 5_000);
+        filter = Arc::try_unwrap(shared).unwrap_or_else(|_| unreachable!("threads joined"));
+        check_given_back(&filter);
+        filter.shrink_to_fit();
+        given_back = check_given_back(&filter);
+        for (w, &(lo, hi)) in windows.iter().enumerate() {
+            assert!((lo..hi).all(|i| filter.contains(&((w as u64) << 32 | i))));
+        }
+    }
+    println!(
+        "{given_back} levels of 16 KiB and more released: {}",
+        describe(&filter)
+    );
+    assert!(given_back >= 3, "{given_back} levels released");
+}
