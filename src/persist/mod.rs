@@ -573,10 +573,13 @@ impl<R: Read> WordReader<R> {
                     .map_err(|e| PersistError::AllocationFailed { bytes: e.bytes })?;
                 let mut next = words.iter();
                 self.words(level.words, |w| {
-                    // Relaxed: the table is not shared yet.
-                    next.next()
-                        .expect("as many words as the level's block")
-                        .store(w, Ordering::Relaxed);
+                    let word = next.next().expect("as many words as the level's block");
+                    // Zeros are there already: a page of them is never touched, so an empty
+                    // stretch (an empty level) takes no memory.
+                    if w != 0 {
+                        // Relaxed: the table is not shared yet.
+                        word.store(w, Ordering::Relaxed);
+                    }
                 })?;
                 words
             }
