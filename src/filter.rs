@@ -22,7 +22,8 @@ pub struct LevelStats {
     pub capacity: usize,
     /// Fingerprint slots of the level.
     pub slots: usize,
-    /// Fingerprint width of the level.
+    /// Fingerprint width of the level: the growth plan's for it, or level 0's once
+    /// [`CuckooFilter::shrink_to_fit`] narrowed it.
     pub fingerprint_bits: u32,
     /// Bytes of heap memory of the level (table and lock stripes).
     pub memory_usage: usize,
@@ -284,7 +285,8 @@ impl<S> CuckooFilter<S> {
     }
 
     /// Fingerprint width in bits of the newest level, where new items go. Every level has this
-    /// width unless the filter grows towards a target rate, where later levels may be wider.
+    /// width unless the filter grows towards a target rate, where later levels may be wider
+    /// (and a level narrowed by [`shrink_to_fit`](CuckooFilter::shrink_to_fit) narrower).
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::builder().fingerprint_bits(8).build().unwrap();
