@@ -6,6 +6,7 @@
 
 use crate::common::{self, Rng};
 use crate::format_model::{self, Snapshot};
+use crate::release::spawn_window_readers;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -865,35 +866,7 @@ fn shared_round(
             }
         })
     };
-    let readers: Vec<_> = (0..2)
-        .map(|r| {
-            let (filter, windows, done) =
-                (Arc::clone(filter), Arc::clone(&windows), Arc::clone(&done));
-            std::thread::spawn(move || {
-                let mut found = Vec::new();
-                while !done.load(Ordering::Relaxed) {
-                    for (w, (lo, hi)) in windows.iter().enumerate() {
-                        // Acquire: every id below `hi` was inserted before we look it up.
-                        let top = hi.load(Ordering::Acquire);
-                        let bottom = lo.load(Ordering::Acquire);
-                        let ids: Vec<u64> = (bottom..top).map(|i| id(w, i)).collect();
-                        if r == 0 {
-                            found.clear();
-                            found.extend(ids.iter().map(|i| filter.contains(i)));
-                        } else {
-                            filter.contains_many(&ids, &mut found);
-                        }
-                        for (i, &present) in (bottom..top).zip(&found) {
-                            // Acquire: a miss is only allowed once the remove may have started.
-                            if !present && lo.load(Ordering::Acquire) <= i {
-                                panic!("live id {i} of writer {w} not found (reader {r})");
-                            }
-                        }
-                    }
-                }
-            })
-        })
-        .collect();
+    let readers = spawn_window_readers(filter, &windows, &done);
     for w in writers {
         w.join().unwrap();
     }

@@ -460,10 +460,37 @@ fn sliding_window_round() -> (usize, u64) {
             released
         })
     };
-    let readers: Vec<_> = (0..2)
+    let readers = spawn_window_readers(&filter, &windows, &done);
+    for w in writers {
+        w.join().unwrap();
+    }
+    done.store(true, Ordering::Relaxed);
+    let released = releaser.join().unwrap();
+    let checked: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
+    assert_eq!(filter.len(), 2 * WINDOW as usize);
+    for w in 0..2 {
+        assert!((IDS - WINDOW..IDS).all(|i| filter.contains(&id(w, i))));
+    }
+    let stats = filter.level_stats();
+    assert!(stats.iter().all(|s| !s.released || s.len == 0));
+    (released, checked)
+}
+
+/// Two readers of a shared sliding window, one with `contains` and one with `contains_many`,
+/// each checking every live id of both writers' windows until `done`: per writer `w`, ids
+/// `lo..hi` of `windows[w]` are live, and writer `w`'s id `i` is `w << 32 | i`. A writer raises
+/// `hi` (Release) after an insert and `lo` (Release) before the remove; a miss is a failure
+/// unless `lo` has passed the id by then. Each reader returns how many lookups it checked.
+pub(super) fn spawn_window_readers(
+    filter: &Arc<CuckooFilter>,
+    windows: &Arc<[(AtomicU64, AtomicU64); 2]>,
+    done: &Arc<AtomicBool>,
+) -> Vec<std::thread::JoinHandle<u64>> {
+    let id = |w: usize, i: u64| (w as u64) << 32 | i;
+    (0..2)
         .map(|r| {
             let (filter, windows, done) =
-                (Arc::clone(&filter), Arc::clone(&windows), Arc::clone(&done));
+                (Arc::clone(filter), Arc::clone(windows), Arc::clone(done));
             std::thread::spawn(move || {
                 let mut checked = 0u64;
                 let mut found = Vec::new();
@@ -491,20 +518,7 @@ fn sliding_window_round() -> (usize, u64) {
                 checked
             })
         })
-        .collect();
-    for w in writers {
-        w.join().unwrap();
-    }
-    done.store(true, Ordering::Relaxed);
-    let released = releaser.join().unwrap();
-    let checked: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
-    assert_eq!(filter.len(), 2 * WINDOW as usize);
-    for w in 0..2 {
-        assert!((IDS - WINDOW..IDS).all(|i| filter.contains(&id(w, i))));
-    }
-    let stats = filter.level_stats();
-    assert!(stats.iter().all(|s| !s.released || s.len == 0));
-    (released, checked)
+        .collect()
 }
 
 /// The destination of a save that calls `release_empty_levels` on the filter being saved.
