@@ -30,6 +30,13 @@ pub enum InsertError {
         /// The configured maximum.
         levels: u32,
     },
+    /// An [`ExpandingFilter`](crate::ExpandingFilter) is full and has doubled as often as
+    /// its lane width allows at its target rate. Every item stored before is still stored.
+    MaxDoublingsReached {
+        /// The filter's maximum (see
+        /// [`ExpandingFilter::max_doublings`](crate::ExpandingFilter::max_doublings)).
+        doublings: u32,
+    },
     /// The filter grows, but the memory for its next level could not be allocated (or the level
     /// would exceed the largest table). Every item stored before is still stored.
     GrowthFailed {
@@ -48,6 +55,12 @@ impl fmt::Display for InsertError {
             ),
             InsertError::MaxLevelsReached { levels } => {
                 write!(f, "cuckoo filter is full at its maximum of {levels} levels")
+            }
+            InsertError::MaxDoublingsReached { doublings } => {
+                write!(
+                    f,
+                    "expanding filter is full after its maximum of {doublings} doublings"
+                )
             }
             InsertError::GrowthFailed { bytes: usize::MAX } => f.write_str(
                 "cuckoo filter could not grow: its next level would exceed the largest table",
@@ -98,6 +111,11 @@ pub enum BuildError {
         /// The number that was given.
         levels: u32,
     },
+    /// The planned doublings of an [`ExpandingFilter`](crate::ExpandingFilter) are above 32.
+    InvalidMaxDoublings {
+        /// The number that was given.
+        doublings: u32,
+    },
     /// The expansion factor is above 65,536 (see
     /// [`Builder::expansion`](crate::Builder::expansion)).
     InvalidExpansion {
@@ -134,6 +152,9 @@ impl fmt::Display for BuildError {
             }
             BuildError::InvalidMaxLevels { levels } => {
                 write!(f, "maximum level count {levels} is outside 1..=64")
+            }
+            BuildError::InvalidMaxDoublings { doublings } => {
+                write!(f, "planned doublings {doublings} are above 32")
             }
             BuildError::InvalidExpansion { factor } => {
                 write!(f, "expansion factor {factor} is above 65536")

@@ -12,6 +12,7 @@
 // | `table` | one table: lookups (`read`), inserts and removes (`write`), cuckoo paths (`path`) |
 // | `levels` | growth: append-only levels, published for wait-free readers |
 // | `filter` | [`CuckooFilter`], the public type |
+// | `expanding` | [`ExpandingFilter`]: one table that doubles in place, lookups of two buckets at any size |
 // | `builder`, `params` | [`Builder`] and the arithmetic behind its choices |
 // | `persist` | snapshots: [`CuckooFilter::write_to`], [`CuckooFilter::read_from`], [`PersistError`] |
 // | `error` | [`InsertError`], [`BuildError`] |
@@ -25,6 +26,7 @@ mod bucket_layout;
 mod bucket_word;
 mod builder;
 mod error;
+mod expanding;
 mod filter;
 mod hasher;
 mod hashing;
@@ -41,6 +43,7 @@ mod test_rng;
 
 pub use builder::{Builder, Layout, DEFAULT_CAPACITY, DEFAULT_MAX_LEVELS};
 pub use error::{BuildError, InsertError, InsertManyError};
+pub use expanding::{ExpandingBuilder, ExpandingFilter};
 pub use filter::{CuckooFilter, LevelStats};
 pub use hasher::{AHashBuilder, DefaultHashBuilder, PortableHasher};
 pub use persist::PersistError;

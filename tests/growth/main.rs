@@ -6,6 +6,7 @@ mod common;
 #[path = "../common/format_model.rs"]
 mod format_model;
 
+mod expanding;
 mod growing;
 mod level_keys;
 mod lookup_oracle;

@@ -1,0 +1,220 @@
+//! [`ExpandingBuilder`] and the lane width it picks.
+//!
+//! The rate after `T` doublings, for a table at load `α` whose entries were all stored with
+//! `f` bits: an entry stored `j` doublings ago has `f − j` bits left, and the items stored
+//! before each doubling are about half of those after it, so the expected number of matches of
+//! an absent item in its two buckets of four lanes is about `8 α 2^-f (1 + T / 2)`. The width
+//! is the smallest `f` that keeps this at the target for the planned doublings at the load at
+//! which the table doubles; once built, the filter doubles as often as that `f` allows.
+
+use std::fmt;
+use std::hash::BuildHasher;
+
+use super::keys::{KeyMap, ANCHOR_BITS};
+use super::table::{Table, LANES};
+use super::{ExpandingFilter, MAX_LOAD};
+use crate::error::BuildError;
+use crate::hasher::DefaultHashBuilder;
+
+/// Doublings planned when the builder is not told.
+const DEFAULT_DOUBLINGS: u32 = 12;
+
+/// Most doublings: a stream bit for every doubling, and tail bits beyond them.
+const MAX_DOUBLINGS: u32 = 32;
+
+/// Widest lane: a marker bit and 31 bits of entry.
+const MAX_LANE_BITS: u32 = 32;
+
+/// Configures an [`ExpandingFilter`]: first capacity, false-positive rate, planned growth,
+/// hasher. Every setting has a default; [`build`](Self::build) checks them and returns a
+/// [`BuildError`] for any it cannot honour.
+///
+/// ```
+/// use atomic_cuckoo::ExpandingFilter;
+///
+/// let filter = ExpandingFilter::builder()
+///     .capacity(10_000)
+///     .false_positive_rate(0.001)
+///     .max_doublings(16)
+///     .build()?;
+/// assert!(filter.capacity() >= 10_000);
+/// assert!(filter.max_doublings() >= 16);
+/// # Ok::<(), atomic_cuckoo::BuildError>(())
+/// ```
+#[derive(Clone)]
+pub struct ExpandingBuilder<S = DefaultHashBuilder> {
+    capacity: usize,
+    rate: f64,
+    doublings: u32,
+    hasher: S,
+}
+
+impl Default for ExpandingBuilder {
+    fn default() -> Self {
+        ExpandingBuilder {
+            capacity: crate::DEFAULT_CAPACITY,
+            rate: 0.01,
+            doublings: DEFAULT_DOUBLINGS,
+            hasher: DefaultHashBuilder,
+        }
+    }
+}
+
+impl<S> fmt::Debug for ExpandingBuilder<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExpandingBuilder")
+            .field("capacity", &self.capacity)
+            .field("false_positive_rate", &self.rate)
+            .field("max_doublings", &self.doublings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S> ExpandingBuilder<S> {
+    /// Items the table takes before its first doubling (default 1,000,000).
+    pub fn capacity(mut self, items: usize) -> Self {
+        self.capacity = items;
+        self
+    }
+
+    /// The false-positive rate to keep (default 0.01), strictly between 0 and 1.
+    pub fn false_positive_rate(mut self, rate: f64) -> Self {
+        self.rate = rate;
+        self
+    }
+
+    /// Doublings to keep the rate for (default 12: 4096 times the first capacity), at most 32.
+    /// More doublings cost lane bits: about one bit more per fourfold increase of
+    /// `1 + doublings / 2`. The filter may allow more than asked, when the lane width chosen
+    /// keeps the rate for them too.
+    pub fn max_doublings(mut self, doublings: u32) -> Self {
+        self.doublings = doublings;
+        self
+    }
+
+    /// The hasher (default [`DefaultHashBuilder`], portable).
+    pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> ExpandingBuilder<S2> {
+        ExpandingBuilder {
+            capacity: self.capacity,
+            rate: self.rate,
+            doublings: self.doublings,
+            hasher,
+        }
+    }
+
+    /// Builds the filter.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::ZeroCapacity`], [`BuildError::InvalidFalsePositiveRate`] (not strictly
+    /// between 0 and 1), [`BuildError::InvalidMaxDoublings`] (above 32),
+    /// [`BuildError::UnreachableFalsePositiveRate`] (lanes would need more than 32 bits),
+    /// [`BuildError::CapacityTooLarge`] and [`BuildError::AllocationFailed`].
+    pub fn build(self) -> Result<ExpandingFilter<S>, BuildError> {
+        let rate = self.rate;
+        if self.capacity == 0 {
+            return Err(BuildError::ZeroCapacity);
+        }
+        if !(rate > 0.0 && rate < 1.0) {
+            return Err(BuildError::InvalidFalsePositiveRate { rate });
+        }
+        if self.doublings > MAX_DOUBLINGS {
+            return Err(BuildError::InvalidMaxDoublings {
+                doublings: self.doublings,
+            });
+        }
+        let entry_bits = entry_bits(rate, self.doublings);
+        if entry_bits + 1 > MAX_LANE_BITS || doublings_allowed(rate, entry_bits) < self.doublings {
+            return Err(BuildError::UnreachableFalsePositiveRate { rate });
+        }
+        let too_large = BuildError::CapacityTooLarge {
+            items: self.capacity,
+        };
+        let buckets = (self.capacity as f64 / (LANES as f64 * MAX_LOAD)).ceil() as u64;
+        let base = buckets.max(2).next_multiple_of(2);
+        if base > 1 << 32 {
+            return Err(too_large);
+        }
+        let table = Table::new(base, entry_bits + 1).map_err(|bytes| match bytes {
+            usize::MAX => too_large,
+            bytes => BuildError::AllocationFailed { bytes },
+        })?;
+        Ok(ExpandingFilter {
+            keys: KeyMap::new(base),
+            table,
+            doublings: 0,
+            max_doublings: doublings_allowed(rate, entry_bits).min(MAX_DOUBLINGS),
+            tail_bits: entry_bits - ANCHOR_BITS,
+            items: 0,
+            occupied: 0,
+            by_tail: [0; 32],
+            target: rate,
+            rng: 0x2545_f491_4f6c_dd1d,
+            hasher: self.hasher,
+        })
+    }
+}
+
+/// Expected matches of an absent item at load `MAX_LOAD` after `doublings` doublings, per
+/// `2^-f` (see the module docs).
+fn matches_per_bit_weight(doublings: u32) -> f64 {
+    2.0 * LANES as f64 * MAX_LOAD * (1.0 + f64::from(doublings) / 2.0)
+}
+
+/// The entry bits (anchor and tail) that keep `rate` for `doublings` doublings: at least the
+/// anchor and one tail bit, and enough tail bits for the copies' bound.
+fn entry_bits(rate: f64, doublings: u32) -> u32 {
+    let bits = (matches_per_bit_weight(doublings) / rate).log2().ceil();
+    let mut bits = (bits.max(f64::from(ANCHOR_BITS + 1))) as u32;
+    while doublings_allowed(rate, bits) < doublings && bits < MAX_LANE_BITS {
+        bits += 1;
+    }
+    bits
+}
+
+/// The most doublings `entry_bits` bits allow: within the rate and the copies' bound.
+fn doublings_allowed(rate: f64, entry_bits: u32) -> u32 {
+    let tail = entry_bits - ANCHOR_BITS;
+    // The largest D with (D + 1) 2^-(tail + 1) <= 1/64, or 0.
+    let copies_slack = (f64::from(tail + 1).exp2() / 64.0).floor().max(1.0) as u32 - 1;
+    doublings_within(rate, entry_bits).min(tail + copies_slack)
+}
+
+/// The most doublings `entry_bits` bits keep `rate` for.
+fn doublings_within(rate: f64, entry_bits: u32) -> u32 {
+    let allowed = rate * f64::from(entry_bits).exp2() / (2.0 * LANES as f64 * MAX_LOAD);
+    let doublings = (2.0 * (allowed - 1.0)).floor();
+    if doublings < 0.0 {
+        0
+    } else {
+        (doublings.min(f64::from(MAX_DOUBLINGS))) as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_width_keeps_the_rate_for_the_doublings_it_allows() {
+        for rate in [0.2, 0.05, 0.01, 0.001, 1e-4, 1e-6] {
+            for planned in [0, 4, 12, 20] {
+                let bits = entry_bits(rate, planned);
+                let allowed = doublings_allowed(rate, bits);
+                assert!(allowed >= planned, "{rate} {planned}: {allowed}");
+                let expected = matches_per_bit_weight(allowed) * f64::from(bits).exp2().recip();
+                assert!(expected <= rate * 1.000_001, "{rate} {planned}: {expected}");
+                // The fewest bits: one less misses the rate or the planned doublings.
+                let fewer = bits - 1;
+                let rate_misses =
+                    matches_per_bit_weight(planned) * f64::from(fewer).exp2().recip() > rate;
+                let doublings_miss =
+                    fewer <= ANCHOR_BITS || doublings_allowed(rate, fewer) < planned;
+                assert!(
+                    rate_misses || doublings_miss,
+                    "{rate} {planned}: one bit fewer would do"
+                );
+            }
+        }
+    }
+}

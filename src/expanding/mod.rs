@@ -1,0 +1,388 @@
+//! [`ExpandingFilter`]: a cuckoo filter that grows by doubling its one table in place, so a
+//! lookup reads two buckets however far it has grown.
+//!
+//! `keys` says where an item lies at any size, `table` holds the packed lanes and splits them
+//! on a doubling, `builder` picks the lane width for the target rate and the planned growth.
+
+mod builder;
+mod keys;
+mod table;
+
+use std::fmt;
+use std::hash::{BuildHasher, Hash};
+
+pub use builder::ExpandingBuilder;
+
+use crate::error::InsertError;
+use crate::hasher::DefaultHashBuilder;
+use keys::{field_tail_bits, Key, KeyMap, ANCHOR_BITS};
+use table::{Table, LANES};
+
+/// Entries a table takes before it doubles: 95 % of its lanes (four-lane buckets fill to
+/// about 97 % before an insert fails).
+const MAX_LOAD: f64 = 0.95;
+
+/// Moves of one random-walk kick chain before the table doubles.
+const MAX_KICKS: u32 = 500;
+
+const ANCHOR_MASK: u64 = (1 << ANCHOR_BITS) - 1;
+
+/// A cuckoo filter that grows without slowing its lookups: when it fills, its table doubles in
+/// place, and a lookup still reads exactly two buckets.
+///
+/// Each stored entry keeps a few bits of its item's hash beyond what chooses its bucket; a
+/// doubling turns one of those bits into a bucket bit, so no item needs to be seen again.
+/// Older entries therefore keep fewer bits, and the lane width is chosen so that the rate
+/// stays at the target for the planned number of doublings
+/// ([`ExpandingBuilder::max_doublings`], 12 by default: 4096 times the first capacity).
+///
+/// Compared with a growing [`CuckooFilter`](crate::CuckooFilter), whose lookups probe one
+/// table per level, this filter keeps the lookup cost of one table and takes less memory per
+/// item at the same target, but its writes take `&mut self`: build it on one thread (or
+/// behind a lock) and share it for reading, for example as `Arc<ExpandingFilter>` once built.
+/// Lookups through `&self` can run on any number of threads.
+///
+/// ```
+/// use atomic_cuckoo::ExpandingFilter;
+///
+/// let mut filter = ExpandingFilter::builder()
+///     .capacity(1_000)
+///     .false_positive_rate(0.01)
+///     .build()?;
+/// for id in 0..100_000u64 {
+///     filter.insert(&id)?;
+/// }
+/// assert!(filter.doublings() >= 6);
+/// assert!((0..100_000u64).all(|id| filter.contains(&id)));
+/// assert!(filter.false_positive_rate() <= 0.01);
+/// assert!(filter.remove(&42u64));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct ExpandingFilter<S = DefaultHashBuilder> {
+    keys: KeyMap,
+    table: Table,
+    /// Doublings so far.
+    doublings: u32,
+    /// The most doublings the lane width allows at the target rate.
+    max_doublings: u32,
+    /// Tail bits of a new entry: the lane width less the marker and the anchor.
+    tail_bits: u32,
+    /// Items stored (inserts less removes).
+    items: usize,
+    /// Lanes in use: items plus the extra copies of entries that ran out of tail bits.
+    occupied: u64,
+    /// Entries by tail length, for the rate estimate.
+    by_tail: [u64; 32],
+    target: f64,
+    /// State of the kick chains' victim choice (xorshift).
+    rng: u64,
+    hasher: S,
+}
+
+impl ExpandingFilter {
+    /// A builder with the defaults: room for 1,000,000 items before the first doubling, a
+    /// 1 % false-positive rate, 12 doublings planned.
+    pub fn builder() -> ExpandingBuilder {
+        ExpandingBuilder::default()
+    }
+}
+
+impl<S: BuildHasher> ExpandingFilter<S> {
+    fn key<T: Hash + ?Sized>(&self, item: &T) -> Key {
+        self.keys.key(self.hasher.hash_one(item))
+    }
+
+    /// Whether `item` may be in the filter: `false` means it certainly is not.
+    #[inline]
+    pub fn contains<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        let key = self.key(item);
+        self.side_matches(&key, 0) | self.side_matches(&key, 1)
+    }
+
+    /// Whether a lane of `key`'s bucket on `side` matches it, without a branch per lane.
+    #[inline(always)]
+    fn side_matches(&self, key: &Key, side: usize) -> bool {
+        let lanes = self
+            .table
+            .bucket(key.bucket(side, self.keys.base(), self.doublings));
+        let width = self.table.width();
+        let lane_mask = (1u64 << width) - 1;
+        let stream = key.stream[side] >> self.doublings;
+        let mut hit = false;
+        for lane in 0..LANES as u32 {
+            let entry = (lanes >> (lane * width)) as u64 & lane_mask;
+            let field = entry >> ANCHOR_BITS;
+            // An empty lane's field 0 never equals an expected field (its marker is set).
+            let tail = field_tail_bits(field | 1);
+            let expected = (1 << tail) | (stream & ((1 << tail) - 1));
+            hit |= (entry & ANCHOR_MASK == key.anchor) & (field == expected);
+        }
+        hit
+    }
+
+    /// The lane of `key`'s bucket on `side` holding its longest matching entry, with that
+    /// entry's tail length.
+    #[inline(always)]
+    fn matching_lane(&self, key: &Key, side: usize) -> Option<(u64, u32)> {
+        let bucket = key.bucket(side, self.keys.base(), self.doublings);
+        let mut best = None;
+        for lane in 0..LANES {
+            let entry = self.table.get(bucket, lane);
+            if entry == 0 || entry & ANCHOR_MASK != key.anchor {
+                continue;
+            }
+            let field = entry >> ANCHOR_BITS;
+            let tail = field_tail_bits(field);
+            if field == key.field(side, self.doublings, tail)
+                && best.is_none_or(|(_, longest)| tail > longest)
+            {
+                best = Some((lane, tail));
+            }
+        }
+        best
+    }
+
+    /// Adds `item`, doubling the table when it is full. Inserting an item twice stores two
+    /// copies (see [`remove`](Self::remove)).
+    ///
+    /// # Errors
+    ///
+    /// The filter is unchanged when an insert fails.
+    /// - [`InsertError::ItemBucketsFull`]: no room could be made in the item's buckets while
+    ///   the table is less than half full: they are jammed by repeated items (copies of it, or
+    ///   of items it shares buckets with), which a doubling would not separate. One item can
+    ///   be stored at most eight times.
+    /// - [`InsertError::MaxDoublingsReached`]: the table is full and has doubled as often as
+    ///   its lane width allows at the target rate.
+    /// - [`InsertError::GrowthFailed`]: the doubled table could not be allocated.
+    pub fn insert<T: Hash + ?Sized>(&mut self, item: &T) -> Result<(), InsertError> {
+        let key = self.key(item);
+        loop {
+            let can_double = self.doublings < self.max_doublings;
+            if can_double && self.occupied >= self.load_limit() {
+                self.double()?;
+                continue;
+            }
+            if self.place(&key) {
+                self.items += 1;
+                self.occupied += 1;
+                self.by_tail[self.tail_bits as usize] += 1;
+                return Ok(());
+            }
+            // Below half the doubling load a random walk finds room unless the item's buckets
+            // are jammed by repeated items (copies never part: they share every bit), so a
+            // doubling would not help there.
+            if self.buckets_hold_only(&key) || self.occupied < self.load_limit() / 2 {
+                return Err(InsertError::ItemBucketsFull);
+            }
+            if !can_double {
+                return Err(InsertError::MaxDoublingsReached {
+                    doublings: self.max_doublings,
+                });
+            }
+            self.double()?;
+        }
+    }
+
+    /// Places `key`'s entry, kicking others along a random walk; on failure undoes every move.
+    fn place(&mut self, key: &Key) -> bool {
+        let base = self.keys.base();
+        let mut bucket = key.bucket(0, base, self.doublings);
+        let mut entry = (key.field(0, self.doublings, self.tail_bits) << ANCHOR_BITS) | key.anchor;
+        // The kicks so far: (bucket, lane, entry it held), undone in reverse on failure.
+        let mut undo: Vec<(u64, u64, u64)> = Vec::new();
+        for kick in 0..=MAX_KICKS {
+            if let Some(lane) = self.table.empty_lane(bucket) {
+                self.table.set(bucket, lane, entry);
+                return true;
+            }
+            let (other, other_entry) = self.alternate(bucket, entry);
+            if let Some(lane) = self.table.empty_lane(other) {
+                self.table.set(other, lane, other_entry);
+                return true;
+            }
+            if kick == MAX_KICKS {
+                break;
+            }
+            // Displace a random entry of one of the two buckets and carry it on.
+            self.rng ^= self.rng << 13;
+            self.rng ^= self.rng >> 7;
+            self.rng ^= self.rng << 17;
+            let (at, new) = if self.rng & 4 == 0 {
+                (bucket, entry)
+            } else {
+                (other, other_entry)
+            };
+            let lane = self.rng & 3;
+            let victim = self.table.get(at, lane);
+            self.table.set(at, lane, new);
+            undo.push((at, lane, victim));
+            (bucket, entry) = self.alternate(at, victim);
+        }
+        for (at, lane, victim) in undo.into_iter().rev() {
+            self.table.set(at, lane, victim);
+        }
+        false
+    }
+
+    /// The other bucket and lane value of `entry` in `bucket`.
+    #[inline(always)]
+    fn alternate(&self, bucket: u64, entry: u64) -> (u64, u64) {
+        let anchor = entry & ANCHOR_MASK;
+        let (other, field) =
+            self.keys
+                .alternate(bucket, anchor, entry >> ANCHOR_BITS, self.doublings);
+        (other, (field << ANCHOR_BITS) | anchor)
+    }
+
+    /// Whether every lane of both of `key`'s buckets matches it.
+    fn buckets_hold_only(&self, key: &Key) -> bool {
+        (0..2).all(|side| {
+            let bucket = key.bucket(side, self.keys.base(), self.doublings);
+            (0..LANES).all(|lane| {
+                let entry = self.table.get(bucket, lane);
+                entry != 0 && entry & ANCHOR_MASK == key.anchor && {
+                    let field = entry >> ANCHOR_BITS;
+                    field == key.field(side, self.doublings, field_tail_bits(field))
+                }
+            })
+        })
+    }
+
+    /// Doubles the table.
+    fn double(&mut self) -> Result<(), InsertError> {
+        let bytes = self.table.doubled_bytes();
+        if bytes == usize::MAX {
+            return Err(InsertError::GrowthFailed { bytes });
+        }
+        let copied = self
+            .table
+            .double()
+            .map_err(|_| InsertError::GrowthFailed { bytes })?;
+        self.doublings += 1;
+        self.occupied += copied;
+        let exhausted = self.by_tail[0];
+        self.by_tail.copy_within(1.., 0);
+        self.by_tail[31] = 0;
+        self.by_tail[0] += 2 * exhausted;
+        Ok(())
+    }
+
+    /// Removes one copy of `item`; `false` if none matched.
+    ///
+    /// Remove only items you inserted (once per insert): an item never inserted may match, and
+    /// so remove, another item's entry. Of the entries that match, the one with the most bits
+    /// left is removed: any other item that matches it also matches every shorter one, so the
+    /// remove cannot make an inserted item unfindable.
+    pub fn remove<T: Hash + ?Sized>(&mut self, item: &T) -> bool {
+        let key = self.key(item);
+        let (side, (lane, tail)) = match (self.matching_lane(&key, 0), self.matching_lane(&key, 1))
+        {
+            (None, None) => return false,
+            (Some(a), None) => (0, a),
+            (None, Some(b)) => (1, b),
+            (Some(a), Some(b)) => {
+                if b.1 > a.1 {
+                    (1, b)
+                } else {
+                    (0, a)
+                }
+            }
+        };
+        let bucket = key.bucket(side, self.keys.base(), self.doublings);
+        self.table.set(bucket, lane, 0);
+        self.items -= 1;
+        self.occupied -= 1;
+        self.by_tail[tail as usize] -= 1;
+        true
+    }
+
+    /// Removes every item, keeping the table's size.
+    pub fn clear(&mut self) {
+        self.table.clear();
+        self.items = 0;
+        self.occupied = 0;
+        self.by_tail = [0; 32];
+    }
+
+    /// Items stored (inserts less removes).
+    pub fn len(&self) -> usize {
+        self.items
+    }
+
+    /// Whether no item is stored.
+    pub fn is_empty(&self) -> bool {
+        self.items == 0
+    }
+
+    /// Items the table takes before its next doubling.
+    pub fn capacity(&self) -> usize {
+        let extra = self.occupied - self.items as u64;
+        usize::try_from(self.load_limit().saturating_sub(extra)).unwrap_or(usize::MAX)
+    }
+
+    fn load_limit(&self) -> u64 {
+        (self.table.buckets() as f64 * LANES as f64 * MAX_LOAD) as u64
+    }
+
+    /// Doublings so far.
+    pub fn doublings(&self) -> u32 {
+        self.doublings
+    }
+
+    /// The most doublings this filter makes: as many as its lane width allows at the target
+    /// rate (at least what the builder asked for). A full table past them refuses inserts.
+    pub fn max_doublings(&self) -> u32 {
+        self.max_doublings
+    }
+
+    /// Buckets in the table (four lanes each).
+    pub fn buckets(&self) -> u64 {
+        self.table.buckets()
+    }
+
+    /// Bits per lane: one marker bit, then the entry's bits (a new entry uses all of them).
+    pub fn lane_bits(&self) -> u32 {
+        self.table.width()
+    }
+
+    /// The false-positive rate the filter was built for.
+    pub fn target_false_positive_rate(&self) -> f64 {
+        self.target
+    }
+
+    /// The expected false-positive rate of a lookup of an absent item now, from the bits every
+    /// stored entry has left: `2 · Σ 2^-(bits of an entry) / buckets`. It rises as the filter
+    /// fills and doubles, and stays at or below the target until
+    /// [`max_doublings`](Self::max_doublings).
+    pub fn false_positive_rate(&self) -> f64 {
+        let sum: f64 = (0..32)
+            .map(|tail| self.by_tail[tail] as f64 * (-f64::from(ANCHOR_BITS + tail as u32)).exp2())
+            .sum();
+        2.0 * sum / self.table.buckets() as f64
+    }
+
+    /// Bytes of memory the filter holds: the table and the filter itself.
+    pub fn memory_usage(&self) -> usize {
+        self.table.bytes() + std::mem::size_of::<Self>() + std::mem::size_of::<KeyMap>()
+    }
+
+    /// The filter's hasher.
+    pub fn hasher(&self) -> &S {
+        &self.hasher
+    }
+}
+
+impl<S> fmt::Debug for ExpandingFilter<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExpandingFilter")
+            .field("items", &self.items)
+            .field("buckets", &self.table.buckets())
+            .field("lane_bits", &self.table.width())
+            .field("doublings", &self.doublings)
+            .field("max_doublings", &self.max_doublings)
+            .field("target_false_positive_rate", &self.target)
+            .finish_non_exhaustive()
+    }
+}
