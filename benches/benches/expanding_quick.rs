@@ -1,5 +1,5 @@
-//! Memory, false-positive rate and absent-lookup speed of an `ExpandingFilter` grown from 1,000
-//! items, beside a growing `CuckooFilter` (levels, `expansion(2)`) grown the same way and a
+//! Memory, false-positive rate and absent-lookup speed of an `ExpandingFilter` grown from
+//! `--capacity` (default 1,000) items, beside a growing `CuckooFilter` (levels, `expansion(2)`) grown the same way and a
 //! static `CuckooFilter` built for each checkpoint's item count, as a plain loop.
 //!
 //! ```sh
@@ -10,7 +10,9 @@
 //! Checkpoints: `--from` (default 1,000,000) to `--to` (4,000,000) in steps of `--step`
 //! (250,000), for each target in `--rates` (default `0.01,0.001`). Keys are one SplitMix64
 //! stream per target (seed `SEED`): its first `--to` values are inserted in order, the next
-//! `--probes` (default 1,000,000) are probed (all absent by construction). `bits/item` =
+//! `--probes` (default 1,000,000) are probed (all absent by construction). Every insert into
+//! the expanding filter is timed: the slowest that doubled the table is printed apart from the
+//! slowest of the others. `bits/item` =
 //! `memory_usage() × 8 / len()`; `measured` = false positives / probes; `expected` =
 //! `false_positive_rate()`. At `--from` and `--to`, absent lookups per second (best of three
 //! passes over the probes, one thread) of the three filters.
@@ -30,6 +32,7 @@ struct Run {
     probes: usize,
     rates: Vec<f64>,
     doublings: Option<u32>,
+    capacity: usize,
 }
 
 fn options() -> Run {
@@ -40,6 +43,7 @@ fn options() -> Run {
         "--probes",
         "--rates",
         "--doublings",
+        "--capacity",
     ]);
     let mut run = Run {
         from: 1_000_000,
@@ -48,6 +52,7 @@ fn options() -> Run {
         probes: 1_000_000,
         rates: vec![0.01, 0.001],
         doublings: None,
+        capacity: 1_000,
     };
     for (flag, value) in values {
         match flag.as_str() {
@@ -55,6 +60,7 @@ fn options() -> Run {
             "--to" => run.to = positive_count(&flag, &value),
             "--step" => run.step = positive_count(&flag, &value),
             "--probes" => run.probes = positive_count(&flag, &value),
+            "--capacity" => run.capacity = positive_count(&flag, &value),
             "--doublings" => run.doublings = Some(positive_count(&flag, &value) as u32),
             "--rates" => {
                 run.rates = value
@@ -90,14 +96,14 @@ fn main() {
         let keys = splitmix(SEED, run.to + run.probes);
         let (keys, probes) = keys.split_at(run.to);
         let mut builder = ExpandingFilter::builder()
-            .capacity(1_000)
+            .capacity(run.capacity)
             .false_positive_rate(rate);
         if let Some(d) = run.doublings {
             builder = builder.max_doublings(d);
         }
         let mut expanding = builder.build().unwrap();
         let levels = CuckooFilter::builder()
-            .capacity(1_000)
+            .capacity(run.capacity)
             .false_positive_rate(rate)
             .expansion(2)
             .build()
@@ -109,9 +115,21 @@ fn main() {
         println!("|---:|---:|---:|---:|---:|---:|---:|");
         let mut inserted = 0;
         let mut worst = (0.0, 0);
+        // The slowest insert that doubled the table, and the slowest of the others.
+        let (mut slowest_doubling, mut slowest_other) = ((0.0f64, 0), 0.0f64);
         for n in (run.from..=run.to).step_by(run.step) {
             for key in &keys[inserted..n] {
+                let doublings = expanding.doublings();
+                let start = Instant::now();
                 expanding.insert(key).unwrap();
+                let took = start.elapsed().as_secs_f64() * 1e3;
+                if expanding.doublings() != doublings {
+                    if took > slowest_doubling.0 {
+                        slowest_doubling = (took, expanding.buckets());
+                    }
+                } else {
+                    slowest_other = slowest_other.max(took);
+                }
             }
             levels.insert_many(&keys[inserted..n]).unwrap();
             inserted = n;
@@ -148,6 +166,9 @@ fn main() {
                 );
             }
         }
-        println!("most bits/item: {:.2} at {}\n", worst.0, worst.1);
+        println!(
+            "most bits/item: {:.2} at {}; slowest insert that doubled: {:.2} ms (to {} buckets), slowest other: {:.3} ms\n",
+            worst.0, worst.1, slowest_doubling.0, slowest_doubling.1, slowest_other
+        );
     }
 }

@@ -143,6 +143,7 @@ impl<S> ExpandingBuilder<S> {
             keys: KeyMap::new(base),
             table,
             doublings: 0,
+            splitting: None,
             max_doublings: doublings_allowed(rate, entry_bits).min(MAX_DOUBLINGS),
             tail_bits: entry_bits - ANCHOR_BITS,
             items: 0,

@@ -2,17 +2,20 @@
 //! bucket in the first table, its anchor, and a stream of bits that doublings turn from
 //! fingerprint bits into bucket bits.
 //!
-//! The table has `base · 2^k` buckets after `k` doublings. An item's bucket on one side is
-//! `home + base · (stream mod 2^k)`, and its stored entry keeps the next `L` bits of the stream
-//! (its *tail*) plus the anchor. A doubling moves the lowest tail bit into the bucket number,
-//! which only ever adds `base · 2^k`: bucket `b` splits into `b` and `b + base · 2^k`, so the
-//! table grows at its end and no entry needs its item.
+//! The table has `base · 2^k` buckets after `k` doublings. An item's bucket on one side is its
+//! home (one of the first table's `base` buckets) with the high part `stream mod 2^k`, and its
+//! stored entry keeps the next `L` bits of the stream (its *tail*) plus the anchor. A doubling
+//! moves the lowest tail bit into the high part, which only ever adds `2^k` to it: a bucket
+//! splits into itself and one of the new buckets, so the table grows at its end and no entry
+//! needs its item.
 //!
 //! The other side is the same item seen through a map that depends on the anchor alone: the
 //! home is reflected (`r − 1 − home mod base`) and the stream is XORed with a mask. Both are
 //! involutions, and the XOR acts bit by bit, so taking the alternate and doubling commute: an
 //! entry's alternate bucket is found from its bucket, anchor and tail at every size, without
 //! the item (partial-key cuckoo hashing).
+
+use super::table::Pos;
 
 /// Bits of the anchor: stored in every entry, never turned into bucket bits.
 pub(super) const ANCHOR_BITS: u32 = 5;
@@ -48,8 +51,11 @@ pub(super) struct Key {
 impl Key {
     /// The item's bucket on `side` after `doublings` doublings.
     #[inline(always)]
-    pub fn bucket(&self, side: usize, base: u64, doublings: u32) -> u64 {
-        self.home[side] + base * (self.stream[side] & low_mask(doublings))
+    pub fn pos(&self, side: usize, doublings: u32) -> Pos {
+        Pos {
+            home: self.home[side],
+            high: self.stream[side] & low_mask(doublings),
+        }
     }
 
     /// The entry field (marker bit above `tail_bits` tail bits) this item has on `side`.
@@ -89,12 +95,6 @@ impl KeyMap {
         }
     }
 
-    /// The first table's bucket count.
-    #[inline(always)]
-    pub fn base(&self) -> u64 {
-        self.base
-    }
-
     #[inline(always)]
     fn reflect_home(&self, anchor: u64, home: u64) -> u64 {
         // reflect + base - 1 - home lies in [0, 2 base - 1): one conditional subtraction.
@@ -124,15 +124,14 @@ impl KeyMap {
     /// The other bucket and field of an entry with `anchor` and `field` in `bucket`, after
     /// `doublings` doublings.
     #[inline(always)]
-    pub fn alternate(&self, bucket: u64, anchor: u64, field: u64, doublings: u32) -> (u64, u64) {
+    pub fn alternate(&self, pos: Pos, anchor: u64, field: u64, doublings: u32) -> (Pos, u64) {
         let tail_bits = field_tail_bits(field);
-        let home = bucket % self.base;
-        let high = bucket / self.base;
         let mask = self.stream_mask[anchor as usize];
-        let other_home = self.reflect_home(anchor, home);
-        let other_high = high ^ (mask & low_mask(doublings));
-        let other_field = field ^ ((mask >> doublings) & low_mask(tail_bits));
-        (other_home + self.base * other_high, other_field)
+        let other = Pos {
+            home: self.reflect_home(anchor, pos.home),
+            high: pos.high ^ (mask & low_mask(doublings)),
+        };
+        (other, field ^ ((mask >> doublings) & low_mask(tail_bits)))
     }
 }
 
@@ -157,11 +156,8 @@ mod tests {
                 let key = map.key(h);
                 for doublings in 0..12 {
                     for tail_bits in 0..10 {
-                        let b = [
-                            key.bucket(0, base, doublings),
-                            key.bucket(1, base, doublings),
-                        ];
-                        assert_ne!(b[0], b[1], "an item's two buckets differ");
+                        let b = [key.pos(0, doublings), key.pos(1, doublings)];
+                        assert_ne!(b[0].home, b[1].home, "an item's two buckets differ");
                         let f = [
                             key.field(0, doublings, tail_bits),
                             key.field(1, doublings, tail_bits),
@@ -182,8 +178,7 @@ mod tests {
 
     #[test]
     fn a_doubling_moves_the_lowest_tail_bit_into_the_bucket() {
-        let base = 262;
-        let map = KeyMap::new(base);
+        let map = KeyMap::new(262);
         let mut h = 7u64;
         for _ in 0..2000 {
             h = mix(h);
@@ -192,10 +187,10 @@ mod tests {
                 for k in 0..12 {
                     for tail_bits in 1..10 {
                         let field = key.field(side, k, tail_bits);
-                        let bucket = key.bucket(side, base, k);
+                        let pos = key.pos(side, k);
                         let bit = field & 1;
-                        let n = base << k;
-                        assert_eq!(key.bucket(side, base, k + 1), bucket + n * bit);
+                        let next = key.pos(side, k + 1);
+                        assert_eq!((next.home, next.high), (pos.home, pos.high + (bit << k)));
                         assert_eq!(key.field(side, k + 1, tail_bits - 1), field >> 1);
                     }
                 }

@@ -16,7 +16,7 @@ pub use builder::ExpandingBuilder;
 use crate::error::InsertError;
 use crate::hasher::DefaultHashBuilder;
 use keys::{field_tail_bits, Key, KeyMap, ANCHOR_BITS};
-use table::{Table, LANES};
+use table::{Pos, Table, LANES};
 
 /// Entries a table takes before it doubles: 95 % of its lanes (four-lane buckets fill to
 /// about 97 % before an insert fails).
@@ -24,6 +24,11 @@ const MAX_LOAD: f64 = 0.95;
 
 /// Moves of one random-walk kick chain before the table doubles.
 const MAX_KICKS: u32 = 500;
+
+/// Buckets of an unfinished doubling that each insert splits. A doubling has as many buckets
+/// to split as the table had, and the next doubling comes at least 3.8 inserts per bucket
+/// later, so two per insert finish it in the first eighth of that time.
+const SPLITS_PER_INSERT: u64 = 2;
 
 const ANCHOR_MASK: u64 = (1 << ANCHOR_BITS) - 1;
 
@@ -41,6 +46,12 @@ const ANCHOR_MASK: u64 = (1 << ANCHOR_BITS) - 1;
 /// item at the same target, but its writes take `&mut self`: build it on one thread (or
 /// behind a lock) and share it for reading, for example as `Arc<ExpandingFilter>` once built.
 /// Lookups through `&self` can run on any number of threads.
+///
+/// A doubling is spread over the inserts that follow it: the insert that doubles only adds the
+/// new buckets, and each insert then splits two old buckets (and those it touches), so no
+/// insert waits for a whole table to be rewritten. Until every bucket is split, a lookup reads
+/// one bit more per bucket (whether it is split);
+/// [`finish_doubling`](ExpandingFilter::finish_doubling) splits the rest at once.
 ///
 /// ```
 /// use atomic_cuckoo::ExpandingFilter;
@@ -62,8 +73,10 @@ const ANCHOR_MASK: u64 = (1 << ANCHOR_BITS) - 1;
 pub struct ExpandingFilter<S = DefaultHashBuilder> {
     keys: KeyMap,
     table: Table,
-    /// Doublings so far.
+    /// Doublings begun: the table has `base · 2^doublings` buckets.
     doublings: u32,
+    /// The buckets the latest doubling has not split yet, if any.
+    splitting: Option<Splitting>,
     /// The most doublings the lane width allows at the target rate.
     max_doublings: u32,
     /// Tail bits of a new entry: the lane width less the marker and the anchor.
@@ -78,6 +91,23 @@ pub struct ExpandingFilter<S = DefaultHashBuilder> {
     /// State of the kick chains' victim choice (xorshift).
     rng: u64,
     hasher: S,
+}
+
+/// The old buckets of a doubling in progress: a bit per bucket of the table before it (bucket
+/// `home + base · high`), set once split.
+#[derive(Clone, Debug)]
+struct Splitting {
+    split: Vec<u64>,
+    /// The next old bucket the inserts split.
+    next: u64,
+    /// Old buckets not split yet.
+    left: u64,
+}
+
+impl Splitting {
+    fn is_split(&self, old: u64) -> bool {
+        self.split[(old / 64) as usize] >> (old % 64) & 1 == 1
+    }
 }
 
 impl ExpandingFilter {
@@ -100,18 +130,48 @@ impl<S: BuildHasher> ExpandingFilter<S> {
         self.side_matches(&key, 0) | self.side_matches(&key, 1)
     }
 
+    /// Where `key`'s bucket on `side` is now, and the doublings its entries have seen: the
+    /// old bucket while a doubling has not split it yet.
+    #[inline(always)]
+    fn locate(&self, key: &Key, side: usize) -> (Pos, u32) {
+        let k = self.doublings;
+        match &self.splitting {
+            Some(splitting) => {
+                let old = key.pos(side, k - 1);
+                if splitting.is_split(self.old_index(old)) {
+                    (key.pos(side, k), k)
+                } else {
+                    (old, k - 1)
+                }
+            }
+            None => (key.pos(side, k), k),
+        }
+    }
+
+    /// The index of a bucket of the table before the latest doubling.
+    #[inline(always)]
+    fn old_index(&self, old: Pos) -> u64 {
+        old.home + self.table.base() * old.high
+    }
+
     /// Whether a lane of `key`'s bucket on `side` matches it, without a branch per lane.
     #[inline(always)]
     fn side_matches(&self, key: &Key, side: usize) -> bool {
-        let lanes = self
-            .table
-            .bucket(key.bucket(side, self.keys.base(), self.doublings));
+        let (pos, doublings) = self.locate(key, side);
+        let lanes = self.table.bucket(pos);
         let width = self.table.width();
         let lane_mask = (1u64 << width) - 1;
-        let stream = key.stream[side] >> self.doublings;
+        let stream = key.stream[side] >> doublings;
+        // Two lanes per 64-bit half (a lane has at most 32 bits): one 128-bit shift in all.
+        let halves = [lanes as u64, (lanes >> (2 * width)) as u64];
+        let entries = [0, 1, 2, 3]
+            .map(|lane: u32| (halves[lane as usize / 2] >> ((lane % 2) * width)) & lane_mask);
+        // Most lanes of an absent item's buckets differ in the anchor: test those first.
+        if entries.iter().all(|e| e & ANCHOR_MASK != key.anchor) {
+            return false;
+        }
         let mut hit = false;
-        for lane in 0..LANES as u32 {
-            let entry = (lanes >> (lane * width)) as u64 & lane_mask;
+        for entry in entries {
             let field = entry >> ANCHOR_BITS;
             // An empty lane's field 0 never equals an expected field (its marker is set).
             let tail = field_tail_bits(field | 1);
@@ -122,13 +182,12 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     }
 
     /// The lane of `key`'s bucket on `side` holding its longest matching entry, with that
-    /// entry's tail length.
-    #[inline(always)]
+    /// entry's tail length. The bucket must be split.
     fn matching_lane(&self, key: &Key, side: usize) -> Option<(u64, u32)> {
-        let bucket = key.bucket(side, self.keys.base(), self.doublings);
+        let pos = key.pos(side, self.doublings);
         let mut best = None;
         for lane in 0..LANES {
-            let entry = self.table.get(bucket, lane);
+            let entry = self.table.get(pos, lane);
             if entry == 0 || entry & ANCHOR_MASK != key.anchor {
                 continue;
             }
@@ -148,22 +207,25 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     ///
     /// # Errors
     ///
-    /// The filter is unchanged when an insert fails.
+    /// The filter is unchanged when an insert fails (a doubling it began or advanced may
+    /// remain: that changes no answer).
     /// - [`InsertError::ItemBucketsFull`]: no room could be made in the item's buckets while
     ///   the table is less than half full: they are jammed by repeated items (copies of it, or
     ///   of items it shares buckets with), which a doubling would not separate. One item can
     ///   be stored at most eight times.
     /// - [`InsertError::MaxDoublingsReached`]: the table is full and has doubled as often as
     ///   its lane width allows at the target rate.
-    /// - [`InsertError::GrowthFailed`]: the doubled table could not be allocated.
+    /// - [`InsertError::GrowthFailed`]: the new buckets could not be allocated.
     pub fn insert<T: Hash + ?Sized>(&mut self, item: &T) -> Result<(), InsertError> {
         let key = self.key(item);
+        self.split_next(SPLITS_PER_INSERT);
         loop {
             let can_double = self.doublings < self.max_doublings;
             if can_double && self.occupied >= self.load_limit() {
                 self.double()?;
                 continue;
             }
+            self.split_buckets_of(&key);
             if self.place(&key) {
                 self.items += 1;
                 self.occupied += 1;
@@ -186,18 +248,20 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     }
 
     /// Places `key`'s entry, kicking others along a random walk; on failure undoes every move.
+    /// Every bucket it reads or writes is split first.
     fn place(&mut self, key: &Key) -> bool {
-        let base = self.keys.base();
-        let mut bucket = key.bucket(0, base, self.doublings);
+        let mut pos = key.pos(0, self.doublings);
         let mut entry = (key.field(0, self.doublings, self.tail_bits) << ANCHOR_BITS) | key.anchor;
         // The kicks so far: (bucket, lane, entry it held), undone in reverse on failure.
-        let mut undo: Vec<(u64, u64, u64)> = Vec::new();
+        let mut undo: Vec<(Pos, u64, u64)> = Vec::new();
         for kick in 0..=MAX_KICKS {
-            if let Some(lane) = self.table.empty_lane(bucket) {
-                self.table.set(bucket, lane, entry);
+            self.split_at(pos);
+            if let Some(lane) = self.table.empty_lane(pos) {
+                self.table.set(pos, lane, entry);
                 return true;
             }
-            let (other, other_entry) = self.alternate(bucket, entry);
+            let (other, other_entry) = self.alternate(pos, entry);
+            self.split_at(other);
             if let Some(lane) = self.table.empty_lane(other) {
                 self.table.set(other, lane, other_entry);
                 return true;
@@ -210,7 +274,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             self.rng ^= self.rng >> 7;
             self.rng ^= self.rng << 17;
             let (at, new) = if self.rng & 4 == 0 {
-                (bucket, entry)
+                (pos, entry)
             } else {
                 (other, other_entry)
             };
@@ -218,30 +282,32 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             let victim = self.table.get(at, lane);
             self.table.set(at, lane, new);
             undo.push((at, lane, victim));
-            (bucket, entry) = self.alternate(at, victim);
+            (pos, entry) = self.alternate(at, victim);
         }
+        // Splits made on the way stay: they change no answer, and no undone bucket was split
+        // after its change (each was split before it was first touched).
         for (at, lane, victim) in undo.into_iter().rev() {
             self.table.set(at, lane, victim);
         }
         false
     }
 
-    /// The other bucket and lane value of `entry` in `bucket`.
+    /// The other bucket and lane value of `entry` in the (split) bucket at `pos`.
     #[inline(always)]
-    fn alternate(&self, bucket: u64, entry: u64) -> (u64, u64) {
+    fn alternate(&self, pos: Pos, entry: u64) -> (Pos, u64) {
         let anchor = entry & ANCHOR_MASK;
-        let (other, field) =
-            self.keys
-                .alternate(bucket, anchor, entry >> ANCHOR_BITS, self.doublings);
+        let (other, field) = self
+            .keys
+            .alternate(pos, anchor, entry >> ANCHOR_BITS, self.doublings);
         (other, (field << ANCHOR_BITS) | anchor)
     }
 
-    /// Whether every lane of both of `key`'s buckets matches it.
+    /// Whether every lane of both of `key`'s (split) buckets matches it.
     fn buckets_hold_only(&self, key: &Key) -> bool {
         (0..2).all(|side| {
-            let bucket = key.bucket(side, self.keys.base(), self.doublings);
+            let pos = key.pos(side, self.doublings);
             (0..LANES).all(|lane| {
-                let entry = self.table.get(bucket, lane);
+                let entry = self.table.get(pos, lane);
                 entry != 0 && entry & ANCHOR_MASK == key.anchor && {
                     let field = entry >> ANCHOR_BITS;
                     field == key.field(side, self.doublings, field_tail_bits(field))
@@ -250,23 +316,106 @@ impl<S: BuildHasher> ExpandingFilter<S> {
         })
     }
 
-    /// Doubles the table.
+    /// Begins a doubling: finishes the one before, if any, and adds the new buckets, which the
+    /// inserts after it split into.
     fn double(&mut self) -> Result<(), InsertError> {
-        let bytes = self.table.doubled_bytes();
-        if bytes == usize::MAX {
+        self.finish_doubling();
+        let bytes = self.table.next_segment_bytes();
+        let old = self.table.buckets();
+        let mut split = Vec::new();
+        if bytes == usize::MAX || split.try_reserve_exact(old.div_ceil(64) as usize).is_err() {
             return Err(InsertError::GrowthFailed { bytes });
         }
-        let copied = self
-            .table
-            .double()
-            .map_err(|_| InsertError::GrowthFailed { bytes })?;
+        split.resize(old.div_ceil(64) as usize, 0);
+        self.table
+            .add_segment()
+            .map_err(|bytes| InsertError::GrowthFailed { bytes })?;
         self.doublings += 1;
-        self.occupied += copied;
+        self.splitting = Some(Splitting {
+            split,
+            next: 0,
+            left: old,
+        });
+        // Counted as if split already: each entry loses a tail bit, and one with none left
+        // becomes two. Removes split a bucket before they touch it, so this stays exact.
         let exhausted = self.by_tail[0];
         self.by_tail.copy_within(1.., 0);
         self.by_tail[31] = 0;
         self.by_tail[0] += 2 * exhausted;
         Ok(())
+    }
+
+    /// Splits the old bucket of a (current) position, if a doubling has not split it yet.
+    fn split_at(&mut self, pos: Pos) {
+        if self.splitting.is_some() {
+            let k = self.doublings - 1;
+            let old = Pos {
+                home: pos.home,
+                high: pos.high & keys::low_mask(k),
+            };
+            self.split_old(old);
+        }
+    }
+
+    /// Splits both of `key`'s buckets, if a doubling has not split them yet.
+    fn split_buckets_of(&mut self, key: &Key) {
+        if self.splitting.is_some() {
+            for side in 0..2 {
+                self.split_old(key.pos(side, self.doublings - 1));
+            }
+        }
+    }
+
+    /// Splits the old bucket at `old` unless it is split already.
+    fn split_old(&mut self, old: Pos) {
+        let index = self.old_index(old);
+        let Some(splitting) = &mut self.splitting else {
+            return;
+        };
+        if splitting.is_split(index) {
+            return;
+        }
+        splitting.split[(index / 64) as usize] |= 1 << (index % 64);
+        splitting.left -= 1;
+        if splitting.left == 0 {
+            self.splitting = None;
+        }
+        self.occupied += self.table.split(old, self.doublings - 1);
+    }
+
+    /// Splits up to `count` more old buckets of an unfinished doubling, in order.
+    fn split_next(&mut self, count: u64) {
+        for _ in 0..count {
+            let Some(splitting) = &mut self.splitting else {
+                return;
+            };
+            // Skip those already split by the inserts that touched them.
+            while splitting.is_split(splitting.next) {
+                splitting.next += 1;
+            }
+            let index = splitting.next;
+            let base = self.table.base();
+            self.split_old(Pos {
+                home: index % base,
+                high: index / base,
+            });
+        }
+    }
+
+    /// Splits every bucket an unfinished doubling has left, so lookups read one bucket per
+    /// side again without first checking whether it is split. Inserts do this gradually (two
+    /// buckets each); call this when the filter is built and will only be read.
+    pub fn finish_doubling(&mut self) {
+        while let Some(splitting) = &self.splitting {
+            let left = splitting.left;
+            self.split_next(left);
+        }
+    }
+
+    /// Whether a doubling is still splitting buckets (see
+    /// [`finish_doubling`](Self::finish_doubling)).
+    pub fn is_doubling(&self) -> bool {
+        self.splitting.is_some()
     }
 
     /// Removes one copy of `item`; `false` if none matched.
@@ -277,6 +426,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// remove cannot make an inserted item unfindable.
     pub fn remove<T: Hash + ?Sized>(&mut self, item: &T) -> bool {
         let key = self.key(item);
+        self.split_buckets_of(&key);
         let (side, (lane, tail)) = match (self.matching_lane(&key, 0), self.matching_lane(&key, 1))
         {
             (None, None) => return false,
@@ -290,8 +440,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
                 }
             }
         };
-        let bucket = key.bucket(side, self.keys.base(), self.doublings);
-        self.table.set(bucket, lane, 0);
+        self.table.set(key.pos(side, self.doublings), lane, 0);
         self.items -= 1;
         self.occupied -= 1;
         self.by_tail[tail as usize] -= 1;
@@ -301,6 +450,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// Removes every item, keeping the table's size.
     pub fn clear(&mut self) {
         self.table.clear();
+        self.splitting = None;
         self.items = 0;
         self.occupied = 0;
         self.by_tail = [0; 32];
@@ -365,7 +515,8 @@ impl<S: BuildHasher> ExpandingFilter<S> {
 
     /// Bytes of memory the filter holds: the table and the filter itself.
     pub fn memory_usage(&self) -> usize {
-        self.table.bytes() + std::mem::size_of::<Self>() + std::mem::size_of::<KeyMap>()
+        let splitting = self.splitting.as_ref().map_or(0, |s| s.split.capacity() * 8);
+        self.table.bytes() + splitting + std::mem::size_of::<Self>()
     }
 
     /// The filter's hasher.
@@ -381,6 +532,7 @@ impl<S> fmt::Debug for ExpandingFilter<S> {
             .field("buckets", &self.table.buckets())
             .field("lane_bits", &self.table.width())
             .field("doublings", &self.doublings)
+            .field("doubling_in_progress", &self.splitting.is_some())
             .field("max_doublings", &self.max_doublings)
             .field("target_false_positive_rate", &self.target)
             .finish_non_exhaustive()

@@ -1,28 +1,42 @@
 //! The expanding filter's table: buckets of four lanes of `width` bits, packed one after the
-//! other in `u64` words, and the doubling that splits every bucket in place.
+//! other in `u64` words, in segments that double the table one at a time, and the split that
+//! moves a bucket's entries into its two halves.
+//!
+//! A bucket is named by its position ([`Pos`]): its home among the first table's `base`
+//! buckets and its *high* part, the bucket bits that doublings added. Segment 0 holds the
+//! first table (high 0); segment `s ≥ 1` holds the `base · 2^(s−1)` buckets whose high part has
+//! `s` bits, added by doubling `s`. Segments are never moved, so a doubling writes nothing
+//! but the buckets it splits, and its memory is zeroed by the kernel as it is first touched.
 //!
 //! A lane holds `(field << ANCHOR_BITS) | anchor`, where the field is a marker bit above the
-//! entry's tail bits; 0 is an empty lane. A doubling appends as many buckets as there are and
-//! moves each entry of bucket `b` to `b` or `b + n` by its lowest tail bit, dropping that bit
-//! (the field shifts right by one). An entry with no tail bit left matches both halves, so it
-//! is copied into both. The two halves of a bucket only receive that bucket's entries, so a
-//! doubling never overflows a bucket and never kicks.
-
-use std::collections::TryReserveError;
+//! entry's tail bits; 0 is an empty lane. Splitting bucket `(home, high)` at doubling `k + 1`
+//! moves each entry to `(home, high)` or `(home, high + 2^k)` by its lowest tail bit, dropping
+//! that bit (the field shifts right by one). An entry with no tail bit left matches both
+//! halves, so it is copied into both. The two halves only receive that bucket's entries, so a
+//! split never overflows a bucket and never kicks.
 
 use super::keys::ANCHOR_BITS;
+use crate::sync::Ordering;
+use crate::table::BucketWords;
 
 /// Lanes per bucket.
 pub(super) const LANES: u64 = 4;
 
-/// The packed lanes.
-#[derive(Clone, Debug)]
+/// A bucket's position: its home bucket in the first table and the bits doublings added.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Pos {
+    pub home: u64,
+    pub high: u64,
+}
+
+/// The packed lanes, segment by segment.
 pub(super) struct Table {
     /// Lane width in bits, at most 32.
     width: u32,
-    buckets: u64,
-    /// The lanes, plus two spare zero words so that a bucket read never needs a bounds test.
-    words: Vec<u64>,
+    base: u64,
+    /// Each with two spare zero words past its last bucket, so that a bucket read never needs
+    /// a bounds test.
+    segments: Vec<BucketWords>,
 }
 
 /// Words for `buckets` buckets of four `width`-bit lanes, plus the spare words.
@@ -31,194 +45,238 @@ fn words_for(buckets: u64, width: u32) -> Option<usize> {
     usize::try_from(bits.div_ceil(64) + 2).ok()
 }
 
+/// A segment of `buckets` buckets, or the bytes it would need when they cannot be had.
+fn segment(buckets: u64, width: u32) -> Result<BucketWords, usize> {
+    let len = words_for(buckets, width).ok_or(usize::MAX)?;
+    BucketWords::zeroed(len, false).map_err(|failed| failed.bytes)
+}
+
 impl Table {
-    /// An empty table, or the bytes it would need when they cannot be had.
-    pub fn new(buckets: u64, width: u32) -> Result<Self, usize> {
+    /// An empty table of `base` buckets, or the bytes it would need when they cannot be had.
+    pub fn new(base: u64, width: u32) -> Result<Self, usize> {
         debug_assert!((ANCHOR_BITS + 2..=32).contains(&width));
-        let len = words_for(buckets, width).ok_or(usize::MAX)?;
-        let mut words = Vec::new();
-        words
-            .try_reserve_exact(len)
-            .map_err(|_| len.saturating_mul(8))?;
-        words.resize(len, 0);
         Ok(Table {
             width,
-            buckets,
-            words,
+            base,
+            segments: vec![segment(base, width)?],
         })
     }
 
+    /// Buckets in all segments.
     pub fn buckets(&self) -> u64 {
-        self.buckets
+        self.base << (self.segments.len() - 1)
+    }
+
+    pub fn base(&self) -> u64 {
+        self.base
     }
 
     pub fn width(&self) -> u32 {
         self.width
     }
 
-    /// Bytes held by the words.
+    /// Bytes held by the segments.
     pub fn bytes(&self) -> usize {
-        self.words.capacity() * 8
+        self.segments.iter().map(|s| s.len() * 8).sum()
     }
 
-    /// Lane `lane` of bucket `bucket`.
-    #[inline(always)]
-    pub fn get(&self, bucket: u64, lane: u64) -> u64 {
-        let bit = (bucket * LANES + lane) * u64::from(self.width);
-        let word = (bit / 64) as usize;
-        let shift = (bit % 64) as u32;
-        // Two words as one 128-bit window: a lane of at most 32 bits never spans more.
-        let window = u128::from(self.words[word]) | (u128::from(self.words[word + 1]) << 64);
-        (window >> shift) as u64 & ((1u64 << self.width) - 1)
+    /// The bytes the next segment asks for (`usize::MAX` when its size overflows).
+    pub fn next_segment_bytes(&self) -> usize {
+        words_for(self.buckets(), self.width).map_or(usize::MAX, |w| w.saturating_mul(8))
     }
 
-    /// The four lanes of `bucket`, lane 0 in the lowest bits (at most 128 bits).
+    /// Adds the segment of the next doubling: as many buckets as there are. On an allocation
+    /// failure nothing changes.
+    pub fn add_segment(&mut self) -> Result<(), usize> {
+        let added = segment(self.buckets(), self.width)?;
+        self.segments.push(added);
+        Ok(())
+    }
+
+    /// The segment and the first bit of the bucket at `pos`.
     #[inline(always)]
-    pub fn bucket(&self, bucket: u64) -> u128 {
-        let bit = bucket * LANES * u64::from(self.width);
+    fn locate(&self, pos: Pos) -> (&BucketWords, u64) {
+        // The high part's bit length is its segment; the segment starts at high 2^(s-1).
+        let segment = (64 - pos.high.leading_zeros()) as usize;
+        let first_high = (1u64 << segment) >> 1;
+        let bucket = pos.home + self.base * (pos.high - first_high);
+        (&self.segments[segment], bucket * LANES * u64::from(self.width))
+    }
+
+    /// The four lanes of the bucket at `pos`, lane 0 in the lowest bits (at most 128 bits).
+    #[inline(always)]
+    pub fn bucket(&self, pos: Pos) -> u128 {
+        let (words, bit) = self.locate(pos);
         let word = (bit / 64) as usize;
         let shift = (bit % 64) as u32;
-        let low = u128::from(self.words[word]) | (u128::from(self.words[word + 1]) << 64);
+        // Relaxed throughout: writes take `&mut` of the filter, so no access races.
+        let load = |i: usize| u128::from(words[i].load(Ordering::Relaxed));
+        let low = load(word) | (load(word + 1) << 64);
         // The third word's bits land from bit 128 - shift up, none when the bucket starts a
         // word: shifting in two steps keeps each shift below 128 and gives 0 for shift 0.
-        let high = (u128::from(self.words[word + 2]) << 1) << (127 - shift);
+        let high = (load(word + 2) << 1) << (127 - shift);
         (low >> shift) | high
     }
 
-    /// Sets lane `lane` of bucket `bucket` to `value` (which fits the width).
+    /// Lane `lane` of the bucket at `pos`.
     #[inline(always)]
-    pub fn set(&mut self, bucket: u64, lane: u64, value: u64) {
-        debug_assert!(value >> self.width == 0);
-        let bit = (bucket * LANES + lane) * u64::from(self.width);
-        let word = (bit / 64) as usize;
-        let shift = (bit % 64) as u32;
-        let mask = ((1u128 << self.width) - 1) << shift;
-        let window = u128::from(self.words[word]) | (u128::from(self.words[word + 1]) << 64);
-        let window = (window & !mask) | (u128::from(value) << shift);
-        self.words[word] = window as u64;
-        self.words[word + 1] = (window >> 64) as u64;
+    pub fn get(&self, pos: Pos, lane: u64) -> u64 {
+        (self.bucket(pos) >> (lane * u64::from(self.width))) as u64 & ((1u64 << self.width) - 1)
     }
 
-    /// The first empty lane of `bucket`.
+    /// Sets lane `lane` of the bucket at `pos` to `value` (which fits the width).
     #[inline(always)]
-    pub fn empty_lane(&self, bucket: u64) -> Option<u64> {
-        (0..LANES).find(|&lane| self.get(bucket, lane) == 0)
+    pub fn set(&mut self, pos: Pos, lane: u64, value: u64) {
+        debug_assert!(value >> self.width == 0);
+        let width = self.width;
+        let (words, bucket_bit) = self.locate(pos);
+        let bit = bucket_bit + lane * u64::from(width);
+        let word = (bit / 64) as usize;
+        let shift = (bit % 64) as u32;
+        let mask = ((1u128 << width) - 1) << shift;
+        let window = u128::from(words[word].load(Ordering::Relaxed))
+            | (u128::from(words[word + 1].load(Ordering::Relaxed)) << 64);
+        let window = (window & !mask) | (u128::from(value) << shift);
+        words[word].store(window as u64, Ordering::Relaxed);
+        words[word + 1].store((window >> 64) as u64, Ordering::Relaxed);
+    }
+
+    /// The first empty lane of the bucket at `pos`.
+    #[inline(always)]
+    pub fn empty_lane(&self, pos: Pos) -> Option<u64> {
+        (0..LANES).find(|&lane| self.get(pos, lane) == 0)
     }
 
     /// Empties every lane.
     pub fn clear(&mut self) {
-        self.words.fill(0);
-    }
-
-    /// The bytes a doubling would ask for (the whole doubled table), `usize::MAX` on overflow.
-    pub fn doubled_bytes(&self) -> usize {
-        self.buckets
-            .checked_mul(2)
-            .and_then(|b| words_for(b, self.width))
-            .map_or(usize::MAX, |w| w.saturating_mul(8))
-    }
-
-    /// Doubles the table in place. Returns how many entries were copied into both halves
-    /// (those with no tail bit left). On an allocation failure nothing changes.
-    pub fn double(&mut self) -> Result<u64, TryReserveError> {
-        let old = self.buckets;
-        let len = words_for(old * 2, self.width).expect("checked by the caller");
-        self.words.try_reserve_exact(len - self.words.len())?;
-        self.words.resize(len, 0);
-        self.buckets = old * 2;
-        let mut copied = 0;
-        for bucket in 0..old {
-            let mut entries = [0u64; LANES as usize];
-            for (lane, entry) in entries.iter_mut().enumerate() {
-                *entry = self.get(bucket, lane as u64);
-                self.set(bucket, lane as u64, 0);
-            }
-            let mut filled = [0u64; 2];
-            for entry in entries.into_iter().filter(|&e| e != 0) {
-                let anchor = entry & ((1 << ANCHOR_BITS) - 1);
-                let field = entry >> ANCHOR_BITS;
-                let halves: &[u64] = if field == 1 {
-                    copied += 1;
-                    &[0, 1]
-                } else {
-                    &[field & 1]
-                };
-                let moved = ((field >> 1).max(1) << ANCHOR_BITS) | anchor;
-                for &half in halves {
-                    self.set(bucket + old * half, filled[half as usize], moved);
-                    filled[half as usize] += 1;
-                }
+        for words in &self.segments {
+            for word in words.iter() {
+                word.store(0, Ordering::Relaxed);
             }
         }
-        Ok(copied)
     }
+
+    /// Splits the bucket at `pos`, of a table of `base · 2^k` buckets whose segment `k + 1`
+    /// has been added, into `pos` and `pos` plus `2^k` in its high part. Returns how many
+    /// entries were copied into both (those with no tail bit left).
+    pub fn split(&mut self, pos: Pos, k: u32) -> u64 {
+        let lanes = self.bucket(pos);
+        let width = self.width;
+        let lane_mask = (1u64 << width) - 1;
+        for lane in 0..LANES {
+            self.set(pos, lane, 0);
+        }
+        let halves = [pos, Pos { home: pos.home, high: pos.high + (1 << k) }];
+        let mut filled = [0u64; 2];
+        let mut copied = 0;
+        for lane in 0..LANES {
+            let entry = (lanes >> (lane * u64::from(width))) as u64 & lane_mask;
+            if entry == 0 {
+                continue;
+            }
+            let anchor = entry & ((1 << ANCHOR_BITS) - 1);
+            let field = entry >> ANCHOR_BITS;
+            let to: &[usize] = if field == 1 {
+                copied += 1;
+                &[0, 1]
+            } else {
+                &[(field & 1) as usize]
+            };
+            let moved = ((field >> 1).max(1) << ANCHOR_BITS) | anchor;
+            for &half in to {
+                self.set(halves[half], filled[half], moved);
+                filled[half] += 1;
+            }
+        }
+        copied
+    }
+}
+
+impl Clone for Table {
+    fn clone(&self) -> Self {
+        let segments = self
+            .segments
+            .iter()
+            .map(|words| {
+                let copy = BucketWords::zeroed(words.len(), false)
+                    .unwrap_or_else(|failed| std::alloc::handle_alloc_error(layout_of(failed.bytes)));
+                for (from, to) in words.iter().zip(copy.iter()) {
+                    let word = from.load(Ordering::Relaxed);
+                    if word != 0 {
+                        to.store(word, Ordering::Relaxed);
+                    }
+                }
+                copy
+            })
+            .collect();
+        Table {
+            width: self.width,
+            base: self.base,
+            segments,
+        }
+    }
+}
+
+/// The layout reported to the allocation error handler of a failed clone.
+fn layout_of(bytes: usize) -> std::alloc::Layout {
+    std::alloc::Layout::from_size_align(bytes, 8).unwrap_or(std::alloc::Layout::new::<u64>())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn pos(table: &Table, bucket: u64) -> Pos {
+        Pos {
+            home: bucket % table.base,
+            high: bucket / table.base,
+        }
+    }
+
     #[test]
     fn lanes_of_every_width_read_back_what_was_set() {
         for width in ANCHOR_BITS + 2..=32 {
-            let mut table = Table::new(9, width).unwrap();
-            let mut expected = vec![0u64; 36];
+            let mut table = Table::new(10, width).unwrap();
+            table.add_segment().unwrap();
+            let slots = table.buckets() * LANES;
+            let mut expected = vec![0u64; slots as usize];
             let mut x = u64::from(width);
-            for round in 0..200 {
+            for round in 0..300 {
                 x = x.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(round);
-                let slot = (x >> 7) % 36;
+                let slot = (x >> 7) % slots;
                 let value = (x >> 20) & ((1 << width) - 1);
-                table.set(slot / 4, slot % 4, value);
+                table.set(pos(&table, slot / 4), slot % 4, value);
                 expected[slot as usize] = value;
                 for (s, &e) in expected.iter().enumerate() {
-                    assert_eq!(table.get(s as u64 / 4, s as u64 % 4), e, "width {width}");
+                    let s = s as u64;
+                    assert_eq!(table.get(pos(&table, s / 4), s % 4), e, "width {width}");
                 }
             }
         }
     }
 
     #[test]
-    fn a_bucket_read_whole_holds_its_four_lanes() {
-        for width in ANCHOR_BITS + 2..=32 {
-            let mut table = Table::new(17, width).unwrap();
-            let mut x = u64::from(width) * 77;
-            for slot in 0..17 * 4 {
-                x = x.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(slot);
-                table.set(slot / 4, slot % 4, (x >> 11) & ((1 << width) - 1));
-            }
-            for bucket in 0..17 {
-                let lanes = table.bucket(bucket);
-                for lane in 0..4 {
-                    let got = (lanes >> (lane * u64::from(width))) as u64 & ((1 << width) - 1);
-                    assert_eq!(
-                        got,
-                        table.get(bucket, lane),
-                        "width {width} bucket {bucket}"
-                    );
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn a_doubling_splits_each_bucket_by_the_lowest_tail_bit() {
+    fn a_split_moves_each_entry_by_its_lowest_tail_bit() {
         let width = 12;
         let mut table = Table::new(2, width).unwrap();
+        table.add_segment().unwrap();
         let anchor = 3;
-        // Bucket 0: tails 0b10 (goes low), 0b11 (goes high), and an exhausted entry.
-        table.set(0, 0, (0b110 << ANCHOR_BITS) | anchor);
-        table.set(0, 1, (0b111 << ANCHOR_BITS) | anchor);
-        table.set(0, 2, (1 << ANCHOR_BITS) | anchor);
-        assert_eq!(table.double().unwrap(), 1);
-        assert_eq!(table.buckets(), 4);
-        assert_eq!(table.get(0, 0), (0b11 << ANCHOR_BITS) | anchor);
-        assert_eq!(table.get(0, 1), (1 << ANCHOR_BITS) | anchor);
-        assert_eq!(table.get(0, 2), 0);
-        assert_eq!(table.get(2, 0), (0b11 << ANCHOR_BITS) | anchor);
-        assert_eq!(table.get(2, 1), (1 << ANCHOR_BITS) | anchor);
-        assert_eq!(table.get(2, 2), 0);
-        for bucket in [1, 3] {
-            assert_eq!(table.empty_lane(bucket), Some(0));
+        let at = Pos { home: 1, high: 0 };
+        // Tails 0b10 (stays), 0b11 (moves up), and an entry with no tail bit left.
+        table.set(at, 0, (0b110 << ANCHOR_BITS) | anchor);
+        table.set(at, 1, (0b111 << ANCHOR_BITS) | anchor);
+        table.set(at, 2, (1 << ANCHOR_BITS) | anchor);
+        assert_eq!(table.split(at, 0), 1);
+        let up = Pos { home: 1, high: 1 };
+        for half in [at, up] {
+            assert_eq!(table.get(half, 0), (0b11 << ANCHOR_BITS) | anchor);
+            assert_eq!(table.get(half, 1), (1 << ANCHOR_BITS) | anchor);
+            assert_eq!(table.get(half, 2), 0);
         }
+        for home in [0] {
+            assert_eq!(table.empty_lane(Pos { home, high: 0 }), Some(0));
+            assert_eq!(table.empty_lane(Pos { home, high: 1 }), Some(0));
+        }
+        assert_eq!(table.buckets(), 4);
     }
 }
