@@ -207,3 +207,583 @@ fn bad_settings_are_typed_errors() {
     ));
     assert_eq!(build(1, 0.5, 32), Ok(()));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Adversarial review: corner cases of tiny tables, coarse targets and the limits, then seeded
+// model tests against a multiset.
+// ---------------------------------------------------------------------------------------------
+
+fn build(capacity: usize, rate: f64, doublings: u32) -> ExpandingFilter {
+    ExpandingFilter::builder()
+        .capacity(capacity)
+        .false_positive_rate(rate)
+        .max_doublings(doublings)
+        .build()
+        .unwrap()
+}
+
+/// Inserts distinct keys from `keys` (advancing `next`) while the table has room before its
+/// next doubling, so that it ends exactly at its load limit.
+fn fill_to_load_limit(filter: &mut ExpandingFilter, keys: &[u64], next: &mut usize) {
+    while filter.capacity() > filter.len() {
+        filter.insert(&keys[*next]).unwrap();
+        *next += 1;
+    }
+}
+
+#[test]
+#[ignore = "fails: at the load limit insert doubles before finding the hot key's buckets full, then returns ItemBucketsFull"]
+fn a_hot_key_refused_at_the_load_limit_does_not_double_the_table() {
+    let seed = seed("a_hot_key_refused_at_the_load_limit_does_not_double_the_table");
+    let keys = distinct_keys(seed, 10_000);
+    let mut filter = build(1_000, 0.01, 12);
+    for _ in 0..8 {
+        filter.insert("hot").unwrap();
+    }
+    assert_eq!(filter.insert("hot"), Err(InsertError::ItemBucketsFull));
+    let mut next = 0;
+    fill_to_load_limit(&mut filter, &keys, &mut next);
+    let (buckets, len) = (filter.buckets(), filter.len());
+    // The table is at its load limit, not over it: the ninth copy still has no room, and a
+    // failed insert changes nothing (a hot key never grows the table).
+    assert_eq!(filter.insert("hot"), Err(InsertError::ItemBucketsFull));
+    assert_eq!(filter.len(), len);
+    assert_eq!(
+        filter.buckets(),
+        buckets,
+        "a refused insert doubled the table"
+    );
+    assert_eq!(filter.doublings(), 0);
+}
+
+/// Fills tiny tables with keys drawn from a small universe (so that repeats jam buckets), at
+/// coarse targets and several growth limits, and calls `check` after every refused insert with
+/// the filter's length and bucket count before the insert.
+fn for_each_refusal(
+    seed: u64,
+    mut check: impl FnMut(&str, &ExpandingFilter, &HashMap<u64, usize>, InsertError, usize, u64),
+) -> usize {
+    let mut rng = Rng::new(seed);
+    let mut refusals = 0;
+    for capacity in 1..=10 {
+        for (rate, doublings) in [(0.5, 0), (0.3, 0), (0.3, 7), (0.4, 3), (0.1, 5)] {
+            let mut filter = build(capacity, rate, doublings);
+            let mut stored: HashMap<u64, usize> = HashMap::new();
+            let universe = 40 + rng.below(400);
+            for step in 0..3_000 {
+                let key = rng.below(universe);
+                let (len, buckets) = (filter.len(), filter.buckets());
+                match filter.insert(&key) {
+                    Ok(()) => *stored.entry(key).or_insert(0) += 1,
+                    Err(e) => {
+                        refusals += 1;
+                        let at = format!(
+                            "cap {capacity} rate {rate} md {doublings} step {step} key {key}: {e}"
+                        );
+                        check(&at, &filter, &stored, e, len, buckets);
+                    }
+                }
+            }
+            assert_eq!(filter.len(), stored.values().sum::<usize>());
+        }
+    }
+    refusals
+}
+
+#[test]
+fn a_refused_insert_keeps_len_and_every_item() {
+    let seed = seed("a_refused_insert_keeps_len_and_every_item");
+    let refusals = for_each_refusal(seed, |at, filter, stored, e, len, _| {
+        assert!(
+            matches!(
+                e,
+                InsertError::ItemBucketsFull | InsertError::MaxDoublingsReached { .. }
+            ),
+            "{at}"
+        );
+        assert_eq!(filter.len(), len, "{at}: len changed");
+        assert!(stored.keys().all(|k| filter.contains(k)), "{at}: item lost");
+    });
+    assert!(refusals > 0, "the settings jam some inserts");
+}
+
+#[test]
+#[ignore = "fails: insert doubles the table (at the load limit, or to retry a failed place) before returning ItemBucketsFull"]
+fn a_refused_insert_keeps_the_table_size() {
+    let seed = seed("a_refused_insert_keeps_the_table_size");
+    for_each_refusal(seed, |at, filter, _, _, _, buckets| {
+        assert_eq!(filter.buckets(), buckets, "{at}: the table doubled");
+    });
+}
+
+#[test]
+#[ignore = "fails: doublings_allowed adds tail + copies_slack (saturated to u32::MAX - 1) and overflows for rates below about 1e-11"]
+fn tiny_rates_are_typed_errors_not_overflow_panics() {
+    for rate in [
+        1e-12,
+        1e-15,
+        1e-20,
+        1e-100,
+        1e-300,
+        f64::MIN_POSITIVE,
+        5e-324,
+    ] {
+        for doublings in [0, 12, 32] {
+            let built = std::panic::catch_unwind(|| {
+                ExpandingFilter::builder()
+                    .capacity(10)
+                    .false_positive_rate(rate)
+                    .max_doublings(doublings)
+                    .build()
+                    .map(|_| ())
+            });
+            assert_eq!(
+                built.ok(),
+                Some(Err(BuildError::UnreachableFalsePositiveRate { rate })),
+                "rate {rate:e}, max_doublings {doublings}"
+            );
+        }
+    }
+}
+
+/// A filter whose first entries have run out of tail bits and been copied into both halves of
+/// later doublings: 0.3 with 7 doublings planned gives 6 tail bits and allows 7 doublings.
+fn filter_with_copies(keys: &[u64]) -> (ExpandingFilter, usize) {
+    let mut filter = build(1, 0.3, 7);
+    assert_eq!(filter.max_doublings(), 7, "{filter:?}");
+    let mut inserted = 0;
+    while filter.doublings() < filter.max_doublings() {
+        filter.insert(&keys[inserted]).unwrap();
+        inserted += 1;
+    }
+    (filter, inserted)
+}
+
+#[test]
+fn copies_of_exhausted_entries_keep_every_item_and_capacity_counts_them() {
+    let seed = seed("copies_of_exhausted_entries_keep_every_item_and_capacity_counts_them");
+    let keys = distinct_keys(seed, 5_000);
+    let (mut filter, inserted) = filter_with_copies(&keys);
+    assert!(keys[..inserted].iter().all(|k| filter.contains(k)));
+    assert_eq!(filter.len(), inserted);
+    // The copies take lanes: the room left is less than the load limit less the items.
+    let load_limit = (filter.buckets() as f64 * 4.0 * 0.95) as usize;
+    assert!(
+        filter.capacity() < load_limit,
+        "no copies were made: {filter:?}"
+    );
+    // Removing every item leaves an empty filter; the copies left behind are only false
+    // positives.
+    for k in &keys[..inserted] {
+        assert!(filter.remove(k));
+    }
+    assert!(filter.is_empty());
+    assert_eq!(filter.len(), 0);
+}
+
+#[test]
+#[ignore = "fails: remove decrements items when it removes a leftover copy of an exhausted entry; len underflows"]
+fn removing_an_absent_item_from_an_emptied_filter_keeps_len_at_zero() {
+    // After every inserted item is removed, the copies of exhausted entries made by the last
+    // doubling stay behind; an absent item that matches one must not take len below zero
+    // (a panic on overflow in debug builds, len() == usize::MAX in release).
+    let seed = seed("removing_an_absent_item_from_an_emptied_filter_keeps_len_at_zero");
+    let keys = distinct_keys(seed, 200_000);
+    let (mut filter, inserted) = filter_with_copies(&keys);
+    for k in &keys[..inserted] {
+        assert!(filter.remove(k));
+    }
+    assert_eq!(filter.len(), 0);
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut removed = 0;
+        for k in &keys[inserted..] {
+            if filter.remove(k) {
+                removed += 1;
+            }
+        }
+        (removed, filter.len())
+    }));
+    match outcome {
+        Ok((removed, len)) => assert_eq!(len, 0, "{removed} absent items removed"),
+        Err(_) => panic!("remove of an absent item panicked on an empty filter"),
+    }
+}
+
+#[test]
+#[ignore = "fails: memory_usage adds size_of::<KeyMap>() although the key maps are held inline in the filter"]
+fn memory_usage_counts_the_table_and_the_filter_once() {
+    // A filter of two buckets: the table is a few words, so memory_usage is about the size of
+    // the filter value itself (which holds its key maps inline).
+    let filter = build(1, 0.5, 0);
+    assert_eq!(filter.buckets(), 2);
+    let words = (2 * 4 * filter.lane_bits() as usize).div_ceil(64) + 2;
+    let own = std::mem::size_of::<ExpandingFilter>();
+    assert!(
+        filter.memory_usage() >= own + 8 * words,
+        "{}",
+        filter.memory_usage()
+    );
+    assert!(
+        filter.memory_usage() <= own + 16 * words,
+        "memory_usage {} for a filter value of {own} bytes and {words} words of table",
+        filter.memory_usage()
+    );
+}
+
+/// Inserts `keys` in order until one is refused; returns how many were stored and the error.
+fn fill_until_refused(filter: &mut ExpandingFilter, keys: &[u64]) -> (usize, InsertError) {
+    for (i, key) in keys.iter().enumerate() {
+        if let Err(e) = filter.insert(key) {
+            return (i, e);
+        }
+    }
+    panic!("{} keys never filled {filter:?}", keys.len());
+}
+
+#[test]
+fn the_rate_at_the_tightest_width_stays_at_the_target_up_to_the_last_doubling() {
+    // Targets exactly at the width's bound for the doublings asked for (`8 · 0.95 · (1 + T/2)
+    // / 2^f`), filled past the last doubling until refused: the measured rate and the estimate
+    // stay at the target (a few % of sampling slack), and the estimate tracks the measurement.
+    let seed = crate::common::fixed_seed(
+        "the_rate_at_the_tightest_width_stays_at_the_target_up_to_the_last_doubling",
+        0x7a11,
+    );
+    for (entry_bits, doublings, capacity) in
+        [(9u32, 0u32, 30_000usize), (10, 0, 30_000), (11, 2, 8_000)]
+    {
+        let rate = 8.0 * 0.95 * (1.0 + f64::from(doublings) / 2.0) / f64::from(entry_bits).exp2()
+            * (1.0 + 1e-12);
+        let mut filter = build(capacity, rate, doublings);
+        assert_eq!(filter.lane_bits(), entry_bits + 1, "{filter:?}");
+        assert_eq!(filter.max_doublings(), doublings, "{filter:?}");
+        let keys = distinct_keys(seed, 2_000_000);
+        let (items, probes) = keys.split_at(1_000_000);
+        let (stored, refusal) = fill_until_refused(&mut filter, items);
+        assert_eq!(refusal, InsertError::MaxDoublingsReached { doublings });
+        assert!(items[..stored].iter().all(|k| filter.contains(k)));
+        let measured = probes.iter().filter(|k| filter.contains(*k)).count() as f64 / 1e6;
+        let expected = filter.false_positive_rate();
+        assert!(measured <= rate * 1.05, "{filter:?}: measured {measured}");
+        assert!(
+            (measured - expected).abs() <= 0.1 * expected,
+            "{filter:?}: measured {measured}, estimate {expected}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "fails: at max_doublings inserts go on past the 0.95 load the lane width is sized for; the estimate ends ~1 % over the target"]
+fn the_estimate_stays_at_the_target_when_the_last_table_is_filled_until_refused() {
+    let seed = crate::common::fixed_seed(
+        "the_estimate_stays_at_the_target_when_the_last_table_is_filled_until_refused",
+        0x7a11,
+    );
+    // 9 entry bits and no doubling: exactly 0.95 · 8 / 2^9 at the load limit.
+    let rate = 8.0 * 0.95 / 512.0 * (1.0 + 1e-12);
+    let mut filter = build(30_000, rate, 0);
+    assert_eq!((filter.lane_bits(), filter.max_doublings()), (10, 0));
+    let keys = distinct_keys(seed, 1_000_000);
+    fill_until_refused(&mut filter, &keys);
+    assert!(
+        filter.false_positive_rate() <= rate,
+        "{filter:?}: estimate {}",
+        filter.false_positive_rate()
+    );
+}
+
+#[test]
+fn coarse_targets_on_tiny_tables_keep_the_rate_through_their_last_doubling() {
+    let seed = crate::common::fixed_seed(
+        "coarse_targets_on_tiny_tables_keep_the_rate_through_their_last_doubling",
+        0xc0a5,
+    );
+    let keys = distinct_keys(seed, 1_100_000);
+    let (items, probes) = keys.split_at(100_000);
+    for capacity in [1, 2, 3, 5, 8, 10, 16] {
+        for (rate, doublings) in [(0.5, 0), (0.3, 0), (0.4, 3), (0.3, 7), (0.2, 6), (0.1, 5)] {
+            let mut filter = build(capacity, rate, doublings);
+            let (stored, refusal) = fill_until_refused(&mut filter, items);
+            let at = format!("cap {capacity} rate {rate} md {doublings}: {filter:?}");
+            assert_eq!(
+                refusal,
+                InsertError::MaxDoublingsReached {
+                    doublings: filter.max_doublings()
+                },
+                "{at}"
+            );
+            assert_eq!(filter.doublings(), filter.max_doublings(), "{at}");
+            assert_eq!(filter.len(), stored, "{at}");
+            assert!(items[..stored].iter().all(|k| filter.contains(k)), "{at}");
+            let measured = probes.iter().filter(|k| filter.contains(*k)).count() as f64 / 1e6;
+            let expected = filter.false_positive_rate();
+            assert!(measured <= rate, "{at}: measured {measured}");
+            assert!(expected <= rate, "{at}: estimate {expected}");
+            assert!(
+                (measured - expected).abs() <= 0.15 * expected,
+                "{at}: measured {measured}, estimate {expected}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_hot_key_in_tiny_tables_is_stored_eight_times_and_refused_with_item_buckets_full() {
+    for capacity in 1..=10 {
+        for (rate, doublings) in [(0.5, 0), (0.3, 7), (0.01, 12), (0.5, 32)] {
+            let mut filter = build(capacity, rate, doublings);
+            let buckets = filter.buckets();
+            let mut stored = 0;
+            // 100,000 attempts once; each refusal walks 500 kicks, so fewer elsewhere.
+            let attempts = if capacity == 1 && doublings == 0 {
+                100_000
+            } else {
+                2_000
+            };
+            for _ in 0..attempts {
+                match filter.insert(&0xdead_beef_u64) {
+                    Ok(()) => stored += 1,
+                    Err(e) => assert_eq!(e, InsertError::ItemBucketsFull),
+                }
+            }
+            let at = format!("cap {capacity} rate {rate} md {doublings}: {filter:?}");
+            assert_eq!(stored, 8, "{at}");
+            assert_eq!(filter.len(), 8, "{at}");
+            // A table of two buckets doubles at 7 of its 8 lanes, hot key or not; a larger
+            // one never grows for a hot key.
+            if buckets > 2 {
+                assert_eq!(filter.buckets(), buckets, "{at}");
+            } else {
+                assert!(filter.doublings() <= 1, "{at}");
+            }
+            for _ in 0..8 {
+                assert!(filter.remove(&0xdead_beef_u64), "{at}");
+            }
+            assert!(!filter.contains(&0xdead_beef_u64), "{at}");
+            assert!(filter.is_empty(), "{at}");
+        }
+    }
+}
+
+/// Hashes every item to the same value.
+#[derive(Clone, Default)]
+struct ConstantHasher;
+
+impl std::hash::Hasher for ConstantHasher {
+    fn finish(&self) -> u64 {
+        0x0123_4567_89ab_cdef
+    }
+    fn write(&mut self, _: &[u8]) {}
+}
+
+#[test]
+fn a_constant_hasher_stores_eight_items_then_refuses_without_growing() {
+    let mut filter = ExpandingFilter::builder()
+        .capacity(100)
+        .false_positive_rate(0.01)
+        .hasher(std::hash::BuildHasherDefault::<ConstantHasher>::default())
+        .build()
+        .unwrap();
+    let buckets = filter.buckets();
+    for i in 0..8u64 {
+        filter.insert(&i).unwrap();
+    }
+    for i in 8..10_000u64 {
+        assert_eq!(filter.insert(&i), Err(InsertError::ItemBucketsFull));
+    }
+    assert_eq!(filter.buckets(), buckets);
+    assert_eq!(filter.len(), 8);
+    assert!(filter.contains(&12345u64));
+    for i in 0..8u64 {
+        assert!(filter.remove(&i));
+    }
+    assert!(!filter.contains(&0u64));
+    assert!(!filter.remove(&0u64));
+}
+
+#[test]
+fn thirty_two_planned_doublings_keep_every_item_through_the_copying_doublings() {
+    // 0.5 with 32 doublings gives 10 tail bits: entries of the first tables run out of tail
+    // bits at the 10th doubling and are copied into both halves from the 11th on.
+    let seed = seed("thirty_two_planned_doublings_keep_every_item_through_the_copying_doublings");
+    let mut filter = build(1, 0.5, 32);
+    assert_eq!(filter.max_doublings(), 32);
+    assert_eq!(filter.lane_bits(), 16);
+    let keys = distinct_keys(seed, 130_000);
+    let mut doublings = 0;
+    for (i, key) in keys.iter().enumerate() {
+        filter.insert(key).unwrap();
+        if filter.doublings() != doublings {
+            doublings = filter.doublings();
+            assert!(
+                keys[..=i].iter().all(|k| filter.contains(k)),
+                "after doubling {doublings}"
+            );
+        }
+    }
+    assert!(doublings >= 14, "{filter:?}");
+    assert_eq!(filter.len(), keys.len());
+    assert!(filter.false_positive_rate() <= 0.5);
+    // Removing every item empties the filter; what is found afterwards are only the copies.
+    for key in &keys {
+        assert!(filter.remove(key));
+    }
+    assert!(filter.is_empty());
+}
+
+#[test]
+fn max_doublings_zero_refuses_at_the_first_full_table() {
+    let seed = seed("max_doublings_zero_refuses_at_the_first_full_table");
+    let keys = distinct_keys(seed, 100_000);
+    let mut filter = build(1_000, 0.001, 0);
+    assert_eq!(filter.max_doublings(), 0);
+    let buckets = filter.buckets();
+    let (stored, refusal) = fill_until_refused(&mut filter, &keys);
+    assert_eq!(refusal, InsertError::MaxDoublingsReached { doublings: 0 });
+    assert_eq!(filter.buckets(), buckets);
+    assert!(stored >= 1_000);
+    assert!(keys[..stored].iter().all(|k| filter.contains(k)));
+    // Later inserts may still find a walk to a free lane, but never double; a refusal changes
+    // nothing.
+    let mut stored_keys = keys[..stored].to_vec();
+    for key in &keys[stored..stored + 1_000] {
+        let len = filter.len();
+        match filter.insert(key) {
+            Ok(()) => stored_keys.push(*key),
+            Err(e) => {
+                assert_eq!(e, InsertError::MaxDoublingsReached { doublings: 0 });
+                assert_eq!(filter.len(), len);
+            }
+        }
+        assert_eq!(filter.buckets(), buckets);
+    }
+    assert_eq!(filter.len(), stored_keys.len());
+    assert!(stored_keys.iter().all(|k| filter.contains(k)));
+}
+
+#[test]
+fn capacity_is_at_least_what_the_builder_asked_for() {
+    for capacity in (1..=2_000).chain([3_799, 3_800, 3_801, 37_999, 38_000, 380_000, 999_999]) {
+        let filter = build(capacity, 0.5, 0);
+        assert!(
+            filter.capacity() >= capacity,
+            "asked {capacity}: {filter:?} takes {}",
+            filter.capacity()
+        );
+        assert!(filter.buckets().is_multiple_of(2));
+        // No more than the buckets needed, rounded up to an even count.
+        assert!(
+            filter.capacity() < capacity + 8,
+            "asked {capacity}: {}",
+            filter.capacity()
+        );
+        assert_eq!(filter.len(), 0);
+        assert!(filter.is_empty());
+    }
+}
+
+#[test]
+fn debug_names_the_sizes_and_not_the_table() {
+    let mut filter = build(10_000, 0.01, 12);
+    for i in 0..50_000u64 {
+        filter.insert(&i).unwrap();
+    }
+    let text = format!("{filter:?}");
+    for field in [
+        "items: 50000",
+        "buckets",
+        "lane_bits",
+        "doublings",
+        "max_doublings",
+    ] {
+        assert!(text.contains(field), "{text}");
+    }
+    assert!(text.len() < 300, "{text}");
+    let text = format!("{:?}", ExpandingFilter::builder().capacity(5));
+    assert!(text.contains("capacity: 5"), "{text}");
+}
+
+#[test]
+fn a_multiset_model_of_inserts_removes_clears_and_clones_never_loses_an_item() {
+    // Tiny tables, coarse targets, keys from a small universe plus a few hot keys: every item
+    // whose insert succeeded (less its removes) is found, in the filter and in clones taken
+    // along the way, through doublings, copies of exhausted entries, clears and refusals.
+    let seed = seed("a_multiset_model_of_inserts_removes_clears_and_clones_never_loses_an_item");
+    let mut rng = Rng::new(seed);
+    for (capacity, rate, doublings) in [
+        (1, 0.3, 7),
+        (2, 0.5, 0),
+        (3, 0.4, 3),
+        (6, 0.3, 7),
+        (10, 0.1, 5),
+        (1, 0.5, 32),
+    ] {
+        let mut filter = build(capacity, rate, doublings);
+        let mut model: HashMap<u64, usize> = HashMap::new();
+        let mut snapshot: Option<(ExpandingFilter, HashMap<u64, usize>)> = None;
+        let universe = 500 + rng.below(3_000);
+        for step in 0..20_000 {
+            let at = format!("cap {capacity} rate {rate} md {doublings} step {step}");
+            let op = rng.below(100);
+            let key = if rng.below(20) == 0 {
+                rng.below(4)
+            } else {
+                rng.below(universe)
+            };
+            if op < 60 {
+                let len = filter.len();
+                match filter.insert(&key) {
+                    Ok(()) => *model.entry(key).or_insert(0) += 1,
+                    Err(InsertError::ItemBucketsFull | InsertError::MaxDoublingsReached { .. }) => {
+                        assert_eq!(filter.len(), len, "{at}");
+                    }
+                    Err(e) => panic!("{at}: {e}"),
+                }
+            } else if op < 95 {
+                if let Some(copies) = model.get_mut(&key) {
+                    assert!(filter.remove(&key), "{at}: inserted {key} not removed");
+                    *copies -= 1;
+                    if *copies == 0 {
+                        model.remove(&key);
+                    }
+                }
+            } else if op < 97 {
+                snapshot = Some((filter.clone(), model.clone()));
+            } else if op < 98 {
+                let doublings = filter.doublings();
+                filter.clear();
+                model.clear();
+                assert!(filter.is_empty(), "{at}");
+                assert_eq!(filter.doublings(), doublings, "{at}");
+            } else if let Some((copy, copy_model)) = snapshot.take() {
+                // Go on with the clone; the original is dropped.
+                assert_eq!(copy.len(), copy_model.values().sum::<usize>(), "{at}");
+                assert!(
+                    copy_model.keys().all(|k| copy.contains(k)),
+                    "{at}: clone lost"
+                );
+                filter = copy;
+                model = copy_model;
+            }
+            assert_eq!(filter.len(), model.values().sum::<usize>(), "{at}");
+            if step % 500 == 0 {
+                for k in model.keys() {
+                    assert!(filter.contains(k), "{at}: {k} lost");
+                }
+            }
+        }
+        for k in model.keys() {
+            assert!(
+                filter.contains(k),
+                "cap {capacity} rate {rate}: {k} lost at the end"
+            );
+        }
+        // Remove everything the model holds: every remove finds its item.
+        for (k, copies) in &model {
+            for _ in 0..*copies {
+                assert!(filter.remove(k), "cap {capacity} rate {rate}: {k}");
+            }
+        }
+        assert!(filter.is_empty());
+    }
+}
