@@ -124,7 +124,10 @@ impl<S> ExpandingBuilder<S> {
             });
         }
         let entry_bits = entry_bits(rate, self.doublings);
-        if entry_bits + 1 > MAX_LANE_BITS || doublings_allowed(rate, entry_bits) < self.doublings {
+        if entry_bits >= MAX_LANE_BITS
+            || matches_per_bit_weight(self.doublings) * f64::from(entry_bits).exp2().recip() > rate
+            || doublings_allowed(rate, entry_bits) < self.doublings
+        {
             return Err(BuildError::UnreachableFalsePositiveRate { rate });
         }
         let too_large = BuildError::CapacityTooLarge {
@@ -166,8 +169,9 @@ fn matches_per_bit_weight(doublings: u32) -> f64 {
 /// anchor and one tail bit, and enough tail bits for the copies' bound.
 fn entry_bits(rate: f64, doublings: u32) -> u32 {
     let bits = (matches_per_bit_weight(doublings) / rate).log2().ceil();
-    let mut bits = (bits.max(f64::from(ANCHOR_BITS + 1))) as u32;
-    while doublings_allowed(rate, bits) < doublings && bits < MAX_LANE_BITS {
+    // Saturating: a rate too small for any lane is refused by the caller.
+    let mut bits = bits.clamp(f64::from(ANCHOR_BITS + 1), f64::from(MAX_LANE_BITS)) as u32;
+    while bits < MAX_LANE_BITS && doublings_allowed(rate, bits) < doublings {
         bits += 1;
     }
     bits
@@ -177,7 +181,7 @@ fn entry_bits(rate: f64, doublings: u32) -> u32 {
 fn doublings_allowed(rate: f64, entry_bits: u32) -> u32 {
     let tail = entry_bits - ANCHOR_BITS;
     // The largest D with (D + 1) 2^-(tail + 1) <= 1/64, or 0.
-    let copies_slack = (f64::from(tail + 1).exp2() / 64.0).floor().max(1.0) as u32 - 1;
+    let copies_slack = (f64::from(tail + 1).exp2() / 64.0).floor().clamp(1.0, 64.0) as u32 - 1;
     doublings_within(rate, entry_bits).min(tail + copies_slack)
 }
 

@@ -207,38 +207,47 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     ///
     /// # Errors
     ///
-    /// The filter is unchanged when an insert fails (a doubling it began or advanced may
-    /// remain: that changes no answer).
-    /// - [`InsertError::ItemBucketsFull`]: no room could be made in the item's buckets while
-    ///   the table is less than half full: they are jammed by repeated items (copies of it, or
-    ///   of items it shares buckets with), which a doubling would not separate. One item can
-    ///   be stored at most eight times.
-    /// - [`InsertError::MaxDoublingsReached`]: the table is full and has doubled as often as
-    ///   its lane width allows at the target rate.
+    /// Every item stored before a failed insert is still stored, and `len` is unchanged. The
+    /// table may have doubled only when it was at least 90 % of the way to its doubling load,
+    /// and a doubling in progress may have split more buckets; neither changes an answer.
+    /// - [`InsertError::ItemBucketsFull`]: both of the item's buckets hold only copies of it
+    ///   (one item is stored at most eight times), or no room could be made in them while the
+    ///   table is below 90 % of its doubling load: they are jammed by repeated items (copies of
+    ///   it, or of items it shares buckets with), which a doubling would not separate.
+    /// - [`InsertError::MaxDoublingsReached`]: the table is at its doubling load (95 % of its
+    ///   lanes) and has doubled as often as its lane width allows at the target rate.
     /// - [`InsertError::GrowthFailed`]: the new buckets could not be allocated.
     pub fn insert<T: Hash + ?Sized>(&mut self, item: &T) -> Result<(), InsertError> {
         let key = self.key(item);
         self.split_next(SPLITS_PER_INSERT);
         loop {
-            let can_double = self.doublings < self.max_doublings;
-            if can_double && self.occupied >= self.load_limit() {
+            self.split_buckets_of(&key);
+            if self.occupied >= self.load_limit() {
+                // A hot key is refused before anything grows for it.
+                if self.buckets_hold_only(&key) {
+                    return Err(InsertError::ItemBucketsFull);
+                }
+                if self.doublings == self.max_doublings {
+                    return Err(InsertError::MaxDoublingsReached {
+                        doublings: self.max_doublings,
+                    });
+                }
                 self.double()?;
                 continue;
             }
-            self.split_buckets_of(&key);
             if self.place(&key) {
                 self.items += 1;
                 self.occupied += 1;
                 self.by_tail[self.tail_bits as usize] += 1;
                 return Ok(());
             }
-            // Below half the doubling load a random walk finds room unless the item's buckets
-            // are jammed by repeated items (copies never part: they share every bit), so a
-            // doubling would not help there.
-            if self.buckets_hold_only(&key) || self.occupied < self.load_limit() / 2 {
+            // Below 90 % of the doubling load a random walk finds room unless the item's
+            // buckets are jammed by repeated items (copies never part: they share every bit),
+            // so a doubling would not help there. Above it, the table is nearly due anyway.
+            if self.buckets_hold_only(&key) || self.occupied < self.load_limit() / 10 * 9 {
                 return Err(InsertError::ItemBucketsFull);
             }
-            if !can_double {
+            if self.doublings == self.max_doublings {
                 return Err(InsertError::MaxDoublingsReached {
                     doublings: self.max_doublings,
                 });
@@ -337,8 +346,10 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             left: old,
         });
         // Counted as if split already: each entry loses a tail bit, and one with none left
-        // becomes two. Removes split a bucket before they touch it, so this stays exact.
+        // becomes two (lanes included). Removes split a bucket before they touch it, so this
+        // stays exact.
         let exhausted = self.by_tail[0];
+        self.occupied += exhausted;
         self.by_tail.copy_within(1.., 0);
         self.by_tail[31] = 0;
         self.by_tail[0] += 2 * exhausted;
@@ -380,7 +391,8 @@ impl<S: BuildHasher> ExpandingFilter<S> {
         if splitting.left == 0 {
             self.splitting = None;
         }
-        self.occupied += self.table.split(old, self.doublings - 1);
+        // The copies it makes were counted when the doubling began.
+        self.table.split(old, self.doublings - 1);
     }
 
     /// Splits up to `count` more old buckets of an unfinished doubling, in order.
@@ -441,7 +453,9 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             }
         };
         self.table.set(key.pos(side, self.doublings), lane, 0);
-        self.items -= 1;
+        // An item never inserted may have matched a copy left behind by a doubling (see
+        // `table`), which no item counts: `len` never goes below zero for it.
+        self.items = self.items.saturating_sub(1);
         self.occupied -= 1;
         self.by_tail[tail as usize] -= 1;
         true
@@ -474,6 +488,12 @@ impl<S: BuildHasher> ExpandingFilter<S> {
 
     fn load_limit(&self) -> u64 {
         (self.table.buckets() as f64 * LANES as f64 * MAX_LOAD) as u64
+    }
+
+    /// Lanes in use over all lanes: items, and the copies doublings made of entries with no
+    /// tail bit left. The table doubles at 0.95.
+    pub fn load_factor(&self) -> f64 {
+        self.occupied as f64 / (self.table.buckets() * LANES) as f64
     }
 
     /// Doublings so far.
@@ -515,7 +535,10 @@ impl<S: BuildHasher> ExpandingFilter<S> {
 
     /// Bytes of memory the filter holds: the table and the filter itself.
     pub fn memory_usage(&self) -> usize {
-        let splitting = self.splitting.as_ref().map_or(0, |s| s.split.capacity() * 8);
+        let splitting = self
+            .splitting
+            .as_ref()
+            .map_or(0, |s| s.split.capacity() * 8);
         self.table.bytes() + splitting + std::mem::size_of::<Self>()
     }
 

@@ -100,7 +100,10 @@ impl Table {
         let segment = (64 - pos.high.leading_zeros()) as usize;
         let first_high = (1u64 << segment) >> 1;
         let bucket = pos.home + self.base * (pos.high - first_high);
-        (&self.segments[segment], bucket * LANES * u64::from(self.width))
+        (
+            &self.segments[segment],
+            bucket * LANES * u64::from(self.width),
+        )
     }
 
     /// The four lanes of the bucket at `pos`, lane 0 in the lowest bits (at most 128 bits).
@@ -166,7 +169,13 @@ impl Table {
         for lane in 0..LANES {
             self.set(pos, lane, 0);
         }
-        let halves = [pos, Pos { home: pos.home, high: pos.high + (1 << k) }];
+        let halves = [
+            pos,
+            Pos {
+                home: pos.home,
+                high: pos.high + (1 << k),
+            },
+        ];
         let mut filled = [0u64; 2];
         let mut copied = 0;
         for lane in 0..LANES {
@@ -198,8 +207,9 @@ impl Clone for Table {
             .segments
             .iter()
             .map(|words| {
-                let copy = BucketWords::zeroed(words.len(), false)
-                    .unwrap_or_else(|failed| std::alloc::handle_alloc_error(layout_of(failed.bytes)));
+                let copy = BucketWords::zeroed(words.len(), false).unwrap_or_else(|failed| {
+                    std::alloc::handle_alloc_error(layout_of(failed.bytes))
+                });
                 for (from, to) in words.iter().zip(copy.iter()) {
                     let word = from.load(Ordering::Relaxed);
                     if word != 0 {
