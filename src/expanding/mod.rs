@@ -6,6 +6,7 @@
 
 mod builder;
 mod keys;
+mod std_impls;
 mod table;
 
 use std::fmt;

@@ -7,6 +7,7 @@ mod common;
 mod format_model;
 
 mod expanding;
+mod expanding_api;
 mod growing;
 mod level_keys;
 mod lookup_oracle;

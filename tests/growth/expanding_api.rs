@@ -1,0 +1,38 @@
+//! `ExpandingFilter`'s standard traits: `Default`, `Extend`, `FromIterator`, `Clone`, `Debug`.
+
+use atomic_cuckoo::{AHashBuilder, DefaultHashBuilder, ExpandingFilter};
+
+#[test]
+fn collect_holds_one_copy_of_each_item_and_grows_past_its_hint() {
+    let filter: ExpandingFilter = (0..50_000u64).filter(|x| x % 2 == 0).collect();
+    assert_eq!(filter.len(), 25_000);
+    assert!(filter.doublings() > 0, "the hint was 0: it grew from 1,000");
+    assert!((0..50_000u64).step_by(2).all(|x| filter.contains(&x)));
+    let sized: ExpandingFilter<AHashBuilder> = (0..50_000u64).collect();
+    assert_eq!(sized.doublings(), 0, "sized by its exact hint");
+    assert!(sized.capacity() >= 50_000);
+}
+
+#[test]
+fn extend_inserts_every_item_and_panics_naming_a_refusal() {
+    let mut filter = ExpandingFilter::builder().capacity(10).build().unwrap();
+    filter.extend(["a", "b", "c"]);
+    assert_eq!(filter.len(), 3);
+    assert!(filter.contains("b"));
+    let refused = std::panic::catch_unwind(move || filter.extend(std::iter::repeat_n("hot", 9)));
+    let message = refused.expect_err("a ninth copy is refused");
+    let message = message
+        .downcast_ref::<String>()
+        .expect("a formatted message");
+    assert!(message.contains("repeated items"), "{message}");
+}
+
+#[test]
+fn default_is_the_builder_default() {
+    let filter: ExpandingFilter<DefaultHashBuilder> = ExpandingFilter::default();
+    let built = ExpandingFilter::builder().build().unwrap();
+    assert_eq!(filter.capacity(), built.capacity());
+    assert_eq!(filter.lane_bits(), built.lane_bits());
+    assert_eq!(filter.max_doublings(), built.max_doublings());
+    assert_eq!(format!("{filter:?}"), format!("{built:?}"));
+}
