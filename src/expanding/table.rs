@@ -112,12 +112,17 @@ impl Table {
         let (words, bit) = self.locate(pos);
         let word = (bit / 64) as usize;
         let shift = (bit % 64) as u32;
+        // One bounds test for the three words (the spare words make it always pass).
+        let [a, b, c] = match words.get(word..word + 3) {
+            Some([a, b, c]) => [a, b, c],
+            _ => unreachable!("two spare words follow every bucket"),
+        };
         // Relaxed throughout: writes take `&mut` of the filter, so no access races.
-        let load = |i: usize| u128::from(words[i].load(Ordering::Relaxed));
-        let low = load(word) | (load(word + 1) << 64);
+        let load = |w: &crate::sync::AtomicU64| u128::from(w.load(Ordering::Relaxed));
+        let low = load(a) | (load(b) << 64);
         // The third word's bits land from bit 128 - shift up, none when the bucket starts a
         // word: shifting in two steps keeps each shift below 128 and gives 0 for shift 0.
-        let high = (load(word + 2) << 1) << (127 - shift);
+        let high = (load(c) << 1) << (127 - shift);
         (low >> shift) | high
     }
 
