@@ -886,3 +886,524 @@ fn a_doubling_is_finished_by_the_inserts_that_follow_it() {
     }
     assert!(finished >= 10);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Adversarial review of the gradual doubling: a filter in the middle of a doubling is run in
+// lockstep with a copy that finishes every doubling at once. Splitting a bucket is a function
+// of its old contents alone and every write splits the buckets it touches first, so the two
+// must agree on every answer and every result, op for op.
+// ---------------------------------------------------------------------------------------------
+
+/// Asserts that `filter` (perhaps mid-doubling) and `finished` (never mid-doubling) agree on
+/// every reported number and on `contains` for `keys`.
+fn assert_agree(at: &str, filter: &ExpandingFilter, finished: &ExpandingFilter, keys: &[u64]) {
+    assert!(!finished.is_doubling(), "{at}");
+    assert_eq!(filter.len(), finished.len(), "{at}: len");
+    assert_eq!(filter.is_empty(), finished.is_empty(), "{at}: is_empty");
+    assert_eq!(filter.capacity(), finished.capacity(), "{at}: capacity");
+    assert_eq!(filter.buckets(), finished.buckets(), "{at}: buckets");
+    assert_eq!(filter.doublings(), finished.doublings(), "{at}: doublings");
+    assert_eq!(
+        filter.load_factor().to_bits(),
+        finished.load_factor().to_bits(),
+        "{at}: load_factor"
+    );
+    assert_eq!(
+        filter.false_positive_rate().to_bits(),
+        finished.false_positive_rate().to_bits(),
+        "{at}: false_positive_rate"
+    );
+    if filter.is_doubling() {
+        assert!(
+            filter.memory_usage() > finished.memory_usage(),
+            "{at}: the split bitmap"
+        );
+    } else {
+        assert_eq!(filter.memory_usage(), finished.memory_usage(), "{at}");
+    }
+    for k in keys {
+        assert_eq!(
+            filter.contains(k),
+            finished.contains(k),
+            "{at}: contains({k}) differs mid-doubling ({filter:?})"
+        );
+    }
+}
+
+/// The settings of the lockstep tests: coarse targets (short tails, copies of exhausted
+/// entries) and a fine one, on tiny tables.
+const TINY_SETTINGS: [(f64, u32); 5] = [(0.5, 0), (0.3, 7), (0.4, 3), (0.5, 32), (0.01, 12)];
+
+#[test]
+fn a_filter_mid_doubling_and_a_finished_copy_agree_op_for_op() {
+    let seed = seed("a_filter_mid_doubling_and_a_finished_copy_agree_op_for_op");
+    let mut rng = Rng::new(seed);
+    let mut mid_doubling_steps = 0u64;
+    let mut refused_mid_doubling = 0u64;
+    for capacity in [1, 2, 3, 4, 5, 7, 10, 30, 64] {
+        for (rate, doublings) in TINY_SETTINGS {
+            let mut filter = build(capacity, rate, doublings);
+            let mut finished = filter.clone();
+            let mut model: HashMap<u64, usize> = HashMap::new();
+            let universe = 60 + rng.below(600);
+            let probes: Vec<u64> = (0..universe + 200).map(|i| i ^ 0xabcd_0000).collect();
+            for step in 0..5_000 {
+                let at =
+                    format!("seed {seed} cap {capacity} rate {rate} md {doublings} step {step}");
+                // Every probe while a doubling is in progress, now and then otherwise.
+                let probed = if filter.is_doubling() || step % 64 == 0 {
+                    &probes[..]
+                } else {
+                    &probes[..0]
+                };
+                let op = rng.below(100);
+                let key = if rng.below(16) == 0 {
+                    rng.below(3)
+                } else {
+                    rng.below(universe)
+                };
+                if op < 70 {
+                    let was_doubling = filter.is_doubling();
+                    let got = filter.insert(&key);
+                    assert_eq!(got, finished.insert(&key), "{at}: insert {key}");
+                    finished.finish_doubling();
+                    match got {
+                        Ok(()) => *model.entry(key).or_insert(0) += 1,
+                        Err(
+                            InsertError::ItemBucketsFull | InsertError::MaxDoublingsReached { .. },
+                        ) => refused_mid_doubling += u64::from(was_doubling),
+                        Err(e) => panic!("{at}: {e}"),
+                    }
+                } else if op < 90 {
+                    if let Some(copies) = model.get_mut(&key) {
+                        assert!(filter.remove(&key), "{at}: inserted {key} not removed");
+                        assert!(
+                            finished.remove(&key),
+                            "{at}: {key} not removed when finished"
+                        );
+                        *copies -= 1;
+                        if *copies == 0 {
+                            model.remove(&key);
+                        }
+                    } else {
+                        // An absent key may match, and remove, another's entry: on copies, the
+                        // same answer and the same state from both.
+                        let (mut a, mut b) = (filter.clone(), finished.clone());
+                        assert_eq!(a.remove(&key), b.remove(&key), "{at}: remove absent {key}");
+                        assert_agree(&at, &a, &b, probed);
+                    }
+                } else if op < 94 {
+                    // Carry on with a clone taken mid-doubling.
+                    filter = filter.clone();
+                } else if op < 96 {
+                    filter.finish_doubling();
+                    assert!(!filter.is_doubling(), "{at}");
+                } else if op < 97 {
+                    filter.clear();
+                    finished.clear();
+                    model.clear();
+                    assert!(!filter.is_doubling(), "{at}: clear leaves no split to do");
+                } else {
+                    // A clone finished on the side never changes the filter.
+                    let mut side = filter.clone();
+                    side.finish_doubling();
+                    assert_agree(&at, &filter, &side, &probes);
+                    side.clear();
+                }
+                mid_doubling_steps += u64::from(filter.is_doubling());
+                assert_eq!(filter.len(), model.values().sum::<usize>(), "{at}");
+                for k in model.keys() {
+                    assert!(filter.contains(k), "{at}: {k} lost ({filter:?})");
+                }
+                let probed = if filter.is_doubling() || step % 64 == 0 {
+                    &probes[..]
+                } else {
+                    &probes[..0]
+                };
+                assert_agree(&at, &filter, &finished, probed);
+            }
+        }
+    }
+    println!("{mid_doubling_steps} steps mid-doubling, {refused_mid_doubling} refusals");
+    assert!(
+        mid_doubling_steps > 400,
+        "{mid_doubling_steps} steps mid-doubling"
+    );
+}
+
+/// Hashes a `u64` item below 2^32 to one of `JAM_CLASSES` values (so that such items share
+/// buckets and jam them, and kick chains run long) and every other item to a distinct value.
+#[derive(Clone, Default)]
+struct JamHasher(u64);
+
+const JAM_CLASSES: u64 = 48;
+
+impl std::hash::Hasher for JamHasher {
+    fn finish(&self) -> u64 {
+        let x = if self.0 < 1 << 32 {
+            self.0 % JAM_CLASSES
+        } else {
+            self.0
+        };
+        // SplitMix64's finaliser: distinct values stay distinct.
+        let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = x;
+    }
+}
+
+type JamFilter = ExpandingFilter<std::hash::BuildHasherDefault<JamHasher>>;
+
+#[test]
+fn refused_inserts_whose_kick_chains_cross_unsplit_buckets_change_no_answer() {
+    // Jammed items (few hash values) refused mid-doubling walk 500 kicks through buckets of
+    // the doubling in progress, splitting those they reach, and undo every move: each refusal
+    // leaves the answers, the counts and every stored item as they were, and the filter keeps
+    // agreeing with a copy that finishes every doubling at once.
+    let seed = seed("refused_inserts_whose_kick_chains_cross_unsplit_buckets_change_no_answer");
+    let mut rng = Rng::new(seed);
+    let mut refusals_mid_doubling = 0u64;
+    for (capacity, rate, doublings) in [(40, 0.3, 7), (100, 0.01, 12), (200, 0.5, 32), (64, 0.4, 3)]
+    {
+        let mut filter: JamFilter = ExpandingFilter::builder()
+            .capacity(capacity)
+            .false_positive_rate(rate)
+            .max_doublings(doublings)
+            .hasher(std::hash::BuildHasherDefault::<JamHasher>::default())
+            .build()
+            .unwrap();
+        let mut finished = filter.clone();
+        let mut stored: Vec<u64> = Vec::new();
+        let probes: Vec<u64> = (0..3_000u64).map(|i| (1 << 40) + i * 7 + 3).collect();
+        let mut distinct = 1u64 << 33;
+        for step in 0..6_000 {
+            let at = format!("seed {seed} cap {capacity} rate {rate} md {doublings} step {step}");
+            let jam = rng.below(3) == 0;
+            let key = if jam {
+                rng.below(1 << 20)
+            } else {
+                distinct += 1;
+                distinct
+            };
+            let was_doubling = filter.is_doubling();
+            let before = (
+                filter.len(),
+                filter.capacity(),
+                filter.false_positive_rate().to_bits(),
+                filter.load_factor().to_bits(),
+                filter.buckets(),
+            );
+            let answers: Vec<bool> = if was_doubling {
+                probes.iter().map(|p| filter.contains(p)).collect()
+            } else {
+                Vec::new()
+            };
+            let got = filter.insert(&key);
+            assert_eq!(got, finished.insert(&key), "{at}: insert {key}");
+            finished.finish_doubling();
+            match got {
+                Ok(()) => stored.push(key),
+                Err(InsertError::ItemBucketsFull | InsertError::MaxDoublingsReached { .. }) => {
+                    // A distinct item too, when jammed items fill its buckets.
+                    if was_doubling && filter.buckets() == before.4 {
+                        refusals_mid_doubling += 1;
+                        let after = (
+                            filter.len(),
+                            filter.capacity(),
+                            filter.false_positive_rate().to_bits(),
+                            filter.load_factor().to_bits(),
+                            filter.buckets(),
+                        );
+                        assert_eq!(after, before, "{at}: a refusal changed the counts");
+                        for (p, was) in probes.iter().zip(&answers) {
+                            assert_eq!(filter.contains(p), *was, "{at}: probe {p}");
+                        }
+                    }
+                }
+                Err(e) => panic!("{at}: {e}"),
+            }
+            if rng.below(4) == 0 && !stored.is_empty() {
+                let gone = stored.swap_remove(rng.below(stored.len() as u64) as usize);
+                assert!(filter.remove(&gone), "{at}: {gone} not removed");
+                assert!(
+                    finished.remove(&gone),
+                    "{at}: {gone} not removed when finished"
+                );
+            }
+            assert_eq!(filter.len(), stored.len(), "{at}");
+            if filter.is_doubling() || step % 100 == 0 {
+                assert!(
+                    stored.iter().all(|k| filter.contains(k)),
+                    "{at}: an item lost"
+                );
+                for p in probes.iter().chain(&stored) {
+                    assert_eq!(filter.contains(p), finished.contains(p), "{at}: {p}");
+                }
+                assert_eq!(filter.capacity(), finished.capacity(), "{at}");
+                assert_eq!(
+                    filter.false_positive_rate(),
+                    finished.false_positive_rate(),
+                    "{at}"
+                );
+            }
+        }
+    }
+    println!("{refusals_mid_doubling} refusals mid-doubling");
+    assert!(refusals_mid_doubling > 20, "{refusals_mid_doubling}");
+}
+
+/// Inserts distinct keys until an insert begins a doubling; `None` when the filter refuses
+/// one first.
+fn insert_until_a_doubling_begins(
+    filter: &mut ExpandingFilter,
+    keys: &[u64],
+    next: &mut usize,
+) -> Option<()> {
+    let doublings = filter.doublings();
+    while filter.doublings() == doublings {
+        filter.insert(keys.get(*next)?).ok()?;
+        *next += 1;
+    }
+    Some(())
+}
+
+#[test]
+fn removing_every_item_right_after_a_doubling_begins_keeps_the_rest_at_each_step() {
+    // Right after a doubling begins most buckets are unsplit and their new halves empty: each
+    // remove splits the item's buckets and takes the entry from the half it lands in. Every
+    // other item stays, and each step answers as a copy that finished the doubling first.
+    let seed =
+        seed("removing_every_item_right_after_a_doubling_begins_keeps_the_rest_at_each_step");
+    let mut rng = Rng::new(seed);
+    let keys = distinct_keys(seed, 20_000);
+    let probes = distinct_keys(seed ^ 0x5555, 2_000);
+    let mut checked = 0;
+    for capacity in [1, 2, 3, 5, 8, 10, 40, 150] {
+        for (rate, doublings) in TINY_SETTINGS {
+            let mut filter = build(capacity, rate, doublings);
+            let mut next = 0;
+            // Through the first few doublings, each time from its first step.
+            for round in 0..4 {
+                if insert_until_a_doubling_begins(&mut filter, &keys, &mut next).is_none() {
+                    break;
+                }
+                let at =
+                    format!("seed {seed} cap {capacity} rate {rate} md {doublings} round {round}");
+                let mut live: Vec<u64> = keys[..next].to_vec();
+                let mut copy = filter.clone();
+                let mut finished = filter.clone();
+                finished.finish_doubling();
+                assert_agree(&at, &copy, &finished, &probes);
+                // Remove every item, in random order, from a copy mid-doubling.
+                while !live.is_empty() {
+                    let gone = live.swap_remove(rng.below(live.len() as u64) as usize);
+                    assert!(copy.remove(&gone), "{at}: {gone} not removed");
+                    assert!(
+                        finished.remove(&gone),
+                        "{at}: {gone} not removed when finished"
+                    );
+                    assert!(
+                        live.iter().all(|k| copy.contains(k)),
+                        "{at}: lost after {gone}"
+                    );
+                    let sample = if copy.is_doubling() {
+                        &probes[..200]
+                    } else {
+                        &probes[..0]
+                    };
+                    assert_agree(&at, &copy, &finished, sample);
+                    for k in &live {
+                        assert_eq!(copy.contains(k), finished.contains(k), "{at}");
+                    }
+                    checked += 1;
+                }
+                assert!(copy.is_empty(), "{at}");
+                assert_agree(&at, &copy, &finished, &probes);
+                // The filter the copy was taken from is unchanged.
+                assert!(keys[..next].iter().all(|k| filter.contains(k)), "{at}");
+                assert_eq!(filter.len(), next, "{at}");
+            }
+        }
+    }
+    assert!(checked > 1_000, "{checked}");
+}
+
+#[test]
+fn a_clone_taken_mid_doubling_is_independent_of_the_original() {
+    // The split bitmap belongs to each copy: finishing, clearing, removing from or growing
+    // one copy changes no answer of the other.
+    let seed = seed("a_clone_taken_mid_doubling_is_independent_of_the_original");
+    let keys = distinct_keys(seed, 40_000);
+    let probes = distinct_keys(seed ^ 0xface, 5_000);
+    let mut checked = 0;
+    for capacity in [3, 10, 200] {
+        for (rate, doublings) in TINY_SETTINGS {
+            let mut filter = build(capacity, rate, doublings);
+            let mut next = 0;
+            for _ in 0..3 {
+                if insert_until_a_doubling_begins(&mut filter, &keys, &mut next).is_none() {
+                    break;
+                }
+            }
+            if !filter.is_doubling() {
+                continue;
+            }
+            checked += 1;
+            let at = format!("seed {seed} cap {capacity} rate {rate} md {doublings}");
+            let answers: Vec<bool> = probes.iter().map(|p| filter.contains(p)).collect();
+            let counts = (filter.len(), filter.capacity(), filter.memory_usage());
+            for order in 0..4 {
+                let mut copy = filter.clone();
+                assert_eq!(copy.memory_usage(), filter.memory_usage(), "{at}");
+                match order {
+                    0 => copy.finish_doubling(),
+                    1 => copy.clear(),
+                    2 => {
+                        for k in &keys[..next] {
+                            assert!(copy.remove(k), "{at}");
+                        }
+                    }
+                    _ => {
+                        for k in &keys[next..] {
+                            if copy.insert(k).is_err() || copy.doublings() > filter.doublings() + 1
+                            {
+                                break;
+                            }
+                        }
+                    }
+                }
+                assert!(filter.is_doubling(), "{at} order {order}");
+                assert_eq!(
+                    (filter.len(), filter.capacity(), filter.memory_usage()),
+                    counts,
+                    "{at} order {order}"
+                );
+                for (p, was) in probes.iter().zip(&answers) {
+                    assert_eq!(filter.contains(p), *was, "{at} order {order}: {p}");
+                }
+                assert!(keys[..next].iter().all(|k| filter.contains(k)), "{at}");
+            }
+        }
+    }
+    assert!(checked >= 5, "{checked} filters mid-doubling");
+}
+
+#[test]
+fn a_hot_key_refused_mid_doubling_changes_no_answer() {
+    // A key stored eight times, then a doubling begun: its copies split into its two new
+    // buckets (they share every bit) and it is refused again, without a change to any answer
+    // or count, and without disturbing the doubling's agreement with a finished copy.
+    let seed = seed("a_hot_key_refused_mid_doubling_changes_no_answer");
+    let keys = distinct_keys(seed, 50_000);
+    let probes = distinct_keys(seed ^ 0xbeef, 5_000);
+    let mut refused = 0;
+    for capacity in [20, 100, 500] {
+        for (rate, doublings) in [(0.01, 12), (0.3, 7), (0.5, 32)] {
+            let mut filter = build(capacity, rate, doublings);
+            for _ in 0..8 {
+                filter.insert("hot").unwrap();
+            }
+            let mut next = 0;
+            for round in 0..3 {
+                if insert_until_a_doubling_begins(&mut filter, &keys, &mut next).is_none() {
+                    break;
+                }
+                let at =
+                    format!("seed {seed} cap {capacity} rate {rate} md {doublings} round {round}");
+                while filter.is_doubling() {
+                    let answers: Vec<bool> = probes.iter().map(|p| filter.contains(p)).collect();
+                    let counts = (
+                        filter.len(),
+                        filter.capacity(),
+                        filter.false_positive_rate(),
+                        filter.load_factor(),
+                        filter.buckets(),
+                    );
+                    assert_eq!(
+                        filter.insert("hot"),
+                        Err(InsertError::ItemBucketsFull),
+                        "{at}"
+                    );
+                    refused += 1;
+                    assert_eq!(
+                        (
+                            filter.len(),
+                            filter.capacity(),
+                            filter.false_positive_rate(),
+                            filter.load_factor(),
+                            filter.buckets(),
+                        ),
+                        counts,
+                        "{at}"
+                    );
+                    for (p, was) in probes.iter().zip(&answers) {
+                        assert_eq!(filter.contains(p), *was, "{at}: {p}");
+                    }
+                    assert!(filter.contains("hot"), "{at}");
+                    let mut finished = filter.clone();
+                    finished.finish_doubling();
+                    assert_agree(&at, &filter, &finished, &probes[..500]);
+                    // Then one more distinct item, which splits two more buckets.
+                    if filter.insert(&keys[next]).is_err() {
+                        break;
+                    }
+                    next += 1;
+                }
+                assert!(keys[..next].iter().all(|k| filter.contains(k)), "{at}");
+            }
+            for _ in 0..8 {
+                assert!(filter.remove("hot"));
+            }
+            assert!(!filter.contains("hot") || filter.false_positive_rate() > 0.0);
+            assert_eq!(filter.len(), next);
+        }
+    }
+    assert!(refused > 100, "{refused}");
+}
+
+#[test]
+#[ignore = "fails: a kick chain that carries a copy of a hot key is trapped between its two full buckets, so items sharing one of them are refused at half load"]
+fn a_hot_key_does_not_get_distinct_items_refused_while_the_table_has_room() {
+    // Found through the earlier test a_hot_key_refused_at_the_load_limit_does_not_double_the_table,
+    // which fails for about one seed in four (e.g. ATOMIC_CUCKOO_SEED=1795623597468405558: key
+    // 783 refused at load 0.75). `place` picks the bucket to kick from at random; when it
+    // kicks a copy of the hot key out of a bucket the new item shares with it, the copy's
+    // other bucket holds only copies too, and every later kick swaps one copy for another
+    // between the two: 500 kicks later the insert fails, below 90 % of the doubling load,
+    // as ItemBucketsFull, though the item's other bucket could have been emptied.
+    let keys = distinct_keys(0x40_7ab1e, 20_000);
+    let mut filter = build(1_000, 0.01, 12);
+    for _ in 0..8 {
+        filter.insert("hot").unwrap();
+    }
+    // Half the load limit, where a random walk always finds room.
+    for key in &keys[..500] {
+        filter.insert(key).unwrap();
+    }
+    let mut refused = 0;
+    for key in &keys[500..] {
+        match filter.insert(key) {
+            Ok(()) => assert!(filter.remove(key)),
+            Err(e) => {
+                assert_eq!(e, InsertError::ItemBucketsFull);
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!(filter.doublings(), 0);
+    assert_eq!(
+        refused,
+        0,
+        "distinct items refused at load {}",
+        filter.load_factor()
+    );
+}
