@@ -209,12 +209,14 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// # Errors
     ///
     /// Every item stored before a failed insert is still stored, and `len` is unchanged. The
-    /// table may have doubled only when it was at least 90 % of the way to its doubling load,
-    /// and a doubling in progress may have split more buckets; neither changes an answer.
+    /// table may have doubled for it, and a doubling in progress may have split more buckets;
+    /// neither changes an answer.
     /// - [`InsertError::ItemBucketsFull`]: both of the item's buckets hold only copies of it
     ///   (one item is stored at most eight times), or no room could be made in them while the
-    ///   table is below 90 % of its doubling load: they are jammed by repeated items (copies of
-    ///   it, or of items it shares buckets with), which a doubling would not separate.
+    ///   table is below half its doubling load, or below 90 % of it with the buckets holding
+    ///   only repeated copies of a few items, which a doubling would not separate. An entry's other bucket depends on 5 of its bits, so one item in 32 of
+    ///   those that share a bucket with a hot key (an item stored many times) shares both,
+    ///   and is refused while the hot key's copies fill them.
     /// - [`InsertError::MaxDoublingsReached`]: the table is at its doubling load (95 % of its
     ///   lanes) and has doubled as often as its lane width allows at the target rate.
     /// - [`InsertError::GrowthFailed`]: the new buckets could not be allocated.
@@ -242,10 +244,17 @@ impl<S: BuildHasher> ExpandingFilter<S> {
                 self.by_tail[self.tail_bits as usize] += 1;
                 return Ok(());
             }
-            // Below 90 % of the doubling load a random walk finds room unless the item's
-            // buckets are jammed by repeated items (copies never part: they share every bit),
-            // so a doubling would not help there. Above it, the table is nearly due anyway.
-            if self.buckets_hold_only(&key) || self.occupied < self.load_limit() / 10 * 9 {
+            // A doubling separates entries of different items (by their next bit), but never
+            // copies of one item: buckets jammed by repeated items stay jammed, so the table
+            // does not grow for them unless it is nearly due (90 % of the doubling load). Nor
+            // does it grow for a failed walk below half that load, where only such jams (some
+            // not seen from these two buckets) make walks fail: so a jam costs at most one
+            // doubling, and the table stays at least a quarter full.
+            let limit = self.load_limit();
+            if self.buckets_hold_only(&key)
+                || (self.occupied < limit * 9 / 10 && self.buckets_jammed(&key))
+                || self.occupied < limit / 2
+            {
                 return Err(InsertError::ItemBucketsFull);
             }
             if self.doublings == self.max_doublings {
@@ -270,29 +279,30 @@ impl<S: BuildHasher> ExpandingFilter<S> {
                 self.table.set(pos, lane, entry);
                 return true;
             }
-            let (other, other_entry) = self.alternate(pos, entry);
-            self.split_at(other);
-            if let Some(lane) = self.table.empty_lane(other) {
-                self.table.set(other, lane, other_entry);
-                return true;
+            // The other bucket of a carried entry is the one it was just kicked from, full.
+            if kick == 0 {
+                let (other, other_entry) = self.alternate(pos, entry);
+                self.split_at(other);
+                if let Some(lane) = self.table.empty_lane(other) {
+                    self.table.set(other, lane, other_entry);
+                    return true;
+                }
+                // Start the walk from either bucket.
+                if self.next_random() & 4 != 0 {
+                    (pos, entry) = (other, other_entry);
+                }
             }
             if kick == MAX_KICKS {
                 break;
             }
-            // Displace a random entry of one of the two buckets and carry it on.
-            self.rng ^= self.rng << 13;
-            self.rng ^= self.rng >> 7;
-            self.rng ^= self.rng << 17;
-            let (at, new) = if self.rng & 4 == 0 {
-                (pos, entry)
-            } else {
-                (other, other_entry)
-            };
-            let lane = self.rng & 3;
-            let victim = self.table.get(at, lane);
-            self.table.set(at, lane, new);
-            undo.push((at, lane, victim));
-            (pos, entry) = self.alternate(at, victim);
+            // Displace a random entry and carry it on, never a copy of the entry carried in:
+            // between two buckets full of one hot key's copies, a walk that swapped copies
+            // would never leave them.
+            let lane = self.victim_lane(pos, entry);
+            let victim = self.table.get(pos, lane);
+            self.table.set(pos, lane, entry);
+            undo.push((pos, lane, victim));
+            (pos, entry) = self.alternate(pos, victim);
         }
         // Splits made on the way stay: they change no answer, and no undone bucket was split
         // after its change (each was split before it was first touched).
@@ -300,6 +310,24 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             self.table.set(at, lane, victim);
         }
         false
+    }
+
+    /// A random lane of the (full) bucket at `pos` whose entry differs from `entry`, or any
+    /// lane if all hold `entry`.
+    fn victim_lane(&mut self, pos: Pos, entry: u64) -> u64 {
+        let start = self.next_random() & 3;
+        (0..LANES)
+            .map(|i| (start + i) % LANES)
+            .find(|&lane| self.table.get(pos, lane) != entry)
+            .unwrap_or(start)
+    }
+
+    /// The kick chains' random choices (xorshift64).
+    fn next_random(&mut self) -> u64 {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        self.rng
     }
 
     /// The other bucket and lane value of `entry` in the (split) bucket at `pos`.
@@ -324,6 +352,28 @@ impl<S: BuildHasher> ExpandingFilter<S> {
                 }
             })
         })
+    }
+
+    /// Whether every lane of `key`'s two (split) buckets holds an entry that another lane of
+    /// them also holds: copies of one item (the same entry, seen from either bucket).
+    fn buckets_jammed(&self, key: &Key) -> bool {
+        let mut entries = [(Pos { home: 0, high: 0 }, 0u64); 2 * LANES as usize];
+        for side in 0..2 {
+            let pos = key.pos(side, self.doublings);
+            for lane in 0..LANES {
+                let entry = self.table.get(pos, lane);
+                // The same entry in either bucket, named by the smaller of its two places.
+                let other = self.alternate(pos, entry);
+                let here = (pos, entry);
+                let key = |(p, e): (Pos, u64)| (p.high, p.home, e);
+                entries[side * LANES as usize + lane as usize] =
+                    if key(here) <= key(other) { here } else { other };
+            }
+        }
+        entries
+            .iter()
+            .enumerate()
+            .all(|(i, e)| entries.iter().enumerate().any(|(j, f)| i != j && e == f))
     }
 
     /// Begins a doubling: finishes the one before, if any, and adds the new buckets, which the
