@@ -6,6 +6,7 @@
 
 mod builder;
 mod keys;
+mod snapshot;
 mod table;
 
 use std::fmt;
