@@ -206,6 +206,7 @@ fn count_lanes(
     let invalid = |field| Err(PersistError::InvalidParameter { field });
     let (base, width) = (table.base(), table.width());
     let old = table.buckets() >> 1;
+    let bucket_mask = u128::MAX >> (128 - LANES as u32 * width);
     let is_unsplit = |index: u64| splitting.is_some_and(|s| !s.is_split(index));
     let mut counts = LaneCounts::default();
     for index in 0..table.buckets() {
@@ -213,7 +214,8 @@ fn count_lanes(
             home: index % base,
             high: index / base,
         };
-        let bucket = table.bucket(pos);
+        // `Table::bucket` gives 128 bits: the next bucket's lanes may follow this one's.
+        let bucket = table.bucket(pos) & bucket_mask;
         let (unsplit, new_half_of_unsplit) = match splitting {
             Some(_) if index < old => (is_unsplit(index), false),
             Some(_) => (false, is_unsplit(index - old)),
@@ -443,7 +445,12 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             Some(words) => {
                 let block = input.block(words, false)?;
                 // Relaxed: the words are not shared.
-                Some(block.iter().map(|w| w.load(Ordering::Relaxed)).collect::<Vec<u64>>())
+                Some(
+                    block
+                        .iter()
+                        .map(|w| w.load(Ordering::Relaxed))
+                        .collect::<Vec<u64>>(),
+                )
             }
             None => unreachable!("`Header::decode` checked the bitmap's size"),
         };

@@ -601,7 +601,10 @@ impl<R: Read> WordReader<R> {
                         })?;
                     self.words(take, |w| words.push(AtomicU64::new(w)))?;
                 }
-                Ok(BucketWords::from_boxed(words.into_boxed_slice(), huge_pages))
+                Ok(BucketWords::from_boxed(
+                    words.into_boxed_slice(),
+                    huge_pages,
+                ))
             }
         }
     }
