@@ -586,6 +586,64 @@ fn expected_len(bytes: &[u8]) -> Result<usize, PersistError> {
         })
 }
 
+/// `serde` support (feature `serde`): a filter serializes as its snapshot bytes, and
+/// deserializing goes through the same validation as [`ExpandingFilter::from_bytes`].
+#[cfg(feature = "serde")]
+mod serde_impl {
+    use std::fmt;
+    use std::hash::BuildHasher;
+    use std::marker::PhantomData;
+
+    use serde::de::{self, SeqAccess, Visitor};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::ExpandingFilter;
+
+    #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+    impl<S: BuildHasher> Serialize for ExpandingFilter<S> {
+        fn serialize<Ser: Serializer>(&self, serializer: Ser) -> Result<Ser::Ok, Ser::Error> {
+            serializer.serialize_bytes(&self.to_bytes())
+        }
+    }
+
+    /// Deserializes with `S::default()` as the hasher; a snapshot made with another hasher
+    /// (or other seeds) is refused, as in [`ExpandingFilter::from_bytes_with_hasher`].
+    #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+    impl<'de, S: BuildHasher + Default> Deserialize<'de> for ExpandingFilter<S> {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            deserializer.deserialize_bytes(SnapshotVisitor(PhantomData))
+        }
+    }
+
+    struct SnapshotVisitor<S>(PhantomData<S>);
+
+    impl<'de, S: BuildHasher + Default> Visitor<'de> for SnapshotVisitor<S> {
+        type Value = ExpandingFilter<S>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("the bytes of an atomic-cuckoo ExpandingFilter snapshot")
+        }
+
+        fn visit_bytes<E: de::Error>(self, bytes: &[u8]) -> Result<Self::Value, E> {
+            ExpandingFilter::from_bytes_with_hasher(bytes, S::default()).map_err(E::custom)
+        }
+
+        fn visit_byte_buf<E: de::Error>(self, bytes: Vec<u8>) -> Result<Self::Value, E> {
+            self.visit_bytes(&bytes)
+        }
+
+        /// Formats without a bytes type (JSON) give a sequence of numbers; the buffer grows
+        /// with the elements actually present, not with a size hint from the input.
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut bytes = Vec::new();
+            while let Some(b) = seq.next_element::<u8>()? {
+                bytes.push(b);
+            }
+            self.visit_bytes(&bytes)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
