@@ -113,12 +113,11 @@ impl Header {
         }
         // `buckets()` and every segment's words must be computable: base · 2^doublings below
         // 2^64, and the words of all segments below usize::MAX.
-        let words = (header.doublings < header.base.leading_zeros())
-            .then(|| header.data_words())
-            .flatten();
-        let Some(words) = words else {
+        let sized =
+            header.doublings < header.base.leading_zeros() && { header.data_words().is_some() };
+        if !sized {
             return invalid("table size");
-        };
+        }
         let lanes = header.buckets() * LANES;
         if header.occupied > lanes || header.items > header.occupied {
             return invalid("item or lane count");
@@ -143,7 +142,6 @@ impl Header {
                 return invalid("split position");
             }
         }
-        debug_assert!(words < usize::MAX);
         Ok(header)
     }
 
