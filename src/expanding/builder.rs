@@ -159,6 +159,19 @@ impl<S> ExpandingBuilder<S> {
     }
 }
 
+/// Whether [`ExpandingBuilder::build`] could have chosen lanes of `entry_bits` entry bits for
+/// `rate` (strictly between 0 and 1) and some planned number of doublings, and would then allow
+/// `max_doublings`: a restored snapshot's parameters must be such a choice.
+pub(super) fn is_builder_choice(rate: f64, entry_bits: u32, max_doublings: u32) -> bool {
+    (ANCHOR_BITS + 1..MAX_LANE_BITS).contains(&entry_bits)
+        && doublings_allowed(rate, entry_bits).min(MAX_DOUBLINGS) == max_doublings
+        && (0..=MAX_DOUBLINGS).any(|planned| {
+            self::entry_bits(rate, planned) == entry_bits
+                && matches_per_bit_weight(planned) * f64::from(entry_bits).exp2().recip() <= rate
+                && doublings_allowed(rate, entry_bits) >= planned
+        })
+}
+
 /// Expected matches of an absent item at load `MAX_LOAD` after `doublings` doublings, per
 /// `2^-f` (see the module docs).
 fn matches_per_bit_weight(doublings: u32) -> f64 {

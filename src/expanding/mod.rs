@@ -2,10 +2,12 @@
 //! lookup reads two buckets however far it has grown.
 //!
 //! `keys` says where an item lies at any size, `table` holds the packed lanes and splits them
-//! on a doubling, `builder` picks the lane width for the target rate and the planned growth.
+//! on a doubling, `builder` picks the lane width for the target rate and the planned growth,
+//! `snapshot` saves and restores a filter (validated, in a format of its own).
 
 mod builder;
 mod keys;
+mod snapshot;
 mod std_impls;
 mod table;
 

@@ -40,7 +40,7 @@ pub(super) struct Table {
 }
 
 /// Words for `buckets` buckets of four `width`-bit lanes, plus the spare words.
-fn words_for(buckets: u64, width: u32) -> Option<usize> {
+pub(super) fn words_for(buckets: u64, width: u32) -> Option<usize> {
     let bits = buckets.checked_mul(LANES * u64::from(width))?;
     usize::try_from(bits.div_ceil(64) + 2).ok()
 }
@@ -60,6 +60,25 @@ impl Table {
             base,
             segments: vec![segment(base, width)?],
         })
+    }
+
+    /// A table made of restored segments (`base · 2^(s−1)` buckets in segment `s ≥ 1`, each
+    /// `words_for` words long).
+    pub(super) fn from_segments(base: u64, width: u32, segments: Vec<BucketWords>) -> Self {
+        debug_assert!(segments.iter().enumerate().all(|(s, words)| {
+            let buckets = if s == 0 { base } else { base << (s - 1) };
+            words_for(buckets, width) == Some(words.len())
+        }));
+        Table {
+            width,
+            base,
+            segments,
+        }
+    }
+
+    /// The segments, oldest first.
+    pub(super) fn segments(&self) -> &[BucketWords] {
+        &self.segments
     }
 
     /// Buckets in all segments.

@@ -144,7 +144,7 @@ impl From<io::Error> for PersistError {
 }
 
 /// The hasher check value: how `hasher` hashes a fixed probe.
-fn hasher_check<S: BuildHasher>(hasher: &S) -> u64 {
+pub(crate) fn hasher_check<S: BuildHasher>(hasher: &S) -> u64 {
     hasher.hash_one(HASHER_PROBE)
 }
 
@@ -461,14 +461,14 @@ fn occupied_lanes(shape: &TableShape, words: &[AtomicU64]) -> Result<u64, Persis
 }
 
 /// Writes words little-endian in chunks, checksumming them.
-struct WordWriter<'w, W: Write + ?Sized> {
+pub(crate) struct WordWriter<'w, W: Write + ?Sized> {
     out: &'w mut W,
     buffer: Vec<u8>,
     checksum: Checksum,
 }
 
 impl<'w, W: Write + ?Sized> WordWriter<'w, W> {
-    fn new(out: &'w mut W) -> Self {
+    pub(crate) fn new(out: &'w mut W) -> Self {
         WordWriter {
             out,
             buffer: Vec::with_capacity(IO_CHUNK_BYTES),
@@ -476,7 +476,7 @@ impl<'w, W: Write + ?Sized> WordWriter<'w, W> {
         }
     }
 
-    fn words(&mut self, words: impl IntoIterator<Item = u64>) -> io::Result<()> {
+    pub(crate) fn words(&mut self, words: impl IntoIterator<Item = u64>) -> io::Result<()> {
         let mut words = words.into_iter();
         loop {
             let start = self.buffer.len();
@@ -497,7 +497,7 @@ impl<'w, W: Write + ?Sized> WordWriter<'w, W> {
     }
 
     /// Writes the checksum trailer and flushes.
-    fn finish(mut self) -> io::Result<()> {
+    pub(crate) fn finish(mut self) -> io::Result<()> {
         let sum = self.checksum.value();
         self.buffer.extend_from_slice(&sum.to_le_bytes());
         self.out.write_all(&self.buffer)?;
@@ -507,7 +507,7 @@ impl<'w, W: Write + ?Sized> WordWriter<'w, W> {
 
 /// How a restored table's memory is obtained.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Allocation {
+pub(crate) enum Allocation {
     /// In one piece: the input's length was checked against the headers already.
     Upfront,
     /// Step by step as words arrive, so that a header cannot make the reader make room for
@@ -520,7 +520,7 @@ enum Allocation {
 }
 
 /// Reads little-endian words in chunks, checksumming them.
-struct WordReader<R: Read> {
+pub(crate) struct WordReader<R: Read> {
     input: R,
     buffer: Vec<u8>,
     checksum: Checksum,
@@ -528,7 +528,7 @@ struct WordReader<R: Read> {
 }
 
 impl<R: Read> WordReader<R> {
-    fn new(input: R, allocation: Allocation) -> Self {
+    pub(crate) fn new(input: R, allocation: Allocation) -> Self {
         WordReader {
             input,
             buffer: Vec::new(),
@@ -537,7 +537,7 @@ impl<R: Read> WordReader<R> {
         }
     }
 
-    fn array<const N: usize>(&mut self) -> Result<[u64; N], PersistError> {
+    pub(crate) fn array<const N: usize>(&mut self) -> Result<[u64; N], PersistError> {
         let mut words = [0u64; N];
         let mut i = 0;
         self.words(N, |w| {
@@ -563,44 +563,57 @@ impl<R: Read> WordReader<R> {
         Ok(())
     }
 
-    /// Reads one level's bucket words into a table, checking every bucket and the item count.
-    fn table(&mut self, level: LevelHeader, shape: TableShape) -> Result<Table, PersistError> {
-        debug_assert_eq!((shape.buckets, shape.bits), (level.buckets, level.bits));
-        debug_assert_eq!(shape.words(), Some(level.words));
-        let words = match self.allocation {
+    /// Reads a block of `len` (> 0) words into table memory, allocated as `self.allocation`
+    /// says (so a hostile length costs at most twice the words actually read, plus 1 MiB).
+    pub(crate) fn block(
+        &mut self,
+        len: usize,
+        huge_pages: bool,
+    ) -> Result<BucketWords, PersistError> {
+        match self.allocation {
             Allocation::Upfront => {
-                let words = BucketWords::zeroed(level.words, true)
+                let words = BucketWords::zeroed(len, huge_pages)
                     .map_err(|e| PersistError::AllocationFailed { bytes: e.bytes })?;
                 let mut next = words.iter();
-                self.words(level.words, |w| {
-                    let word = next.next().expect("as many words as the level's block");
+                self.words(len, |w| {
+                    let word = next.next().expect("as many words as the block");
                     // Zeros are there already: a page of them is never touched, so an empty
-                    // stretch (an empty level) takes no memory.
+                    // stretch (an empty table) takes no memory.
                     if w != 0 {
                         // Relaxed: the table is not shared yet.
                         word.store(w, Ordering::Relaxed);
                     }
                 })?;
-                words
+                Ok(words)
             }
             Allocation::AsDataArrives => {
                 let mut words: Vec<AtomicU64> = Vec::new();
-                while words.len() < level.words {
+                while words.len() < len {
                     // Room for as many words again as were read (1 MiB at first), never more
-                    // than the level has left: the reallocations copy fewer than twice the
-                    // level's words in all, and the last one leaves no spare room to shrink.
+                    // than the block has left: the reallocations copy fewer than twice the
+                    // block's words in all, and the last one leaves no spare room to shrink.
                     let room = words.len().max(GROW_STEP_WORDS);
-                    let take = (level.words - words.len()).min(room);
+                    let take = (len - words.len()).min(room);
                     words
                         .try_reserve_exact(take)
                         .map_err(|_| PersistError::AllocationFailed {
-                            bytes: level.words.saturating_mul(8),
+                            bytes: len.saturating_mul(8),
                         })?;
                     self.words(take, |w| words.push(AtomicU64::new(w)))?;
                 }
-                BucketWords::from_boxed(words.into_boxed_slice(), true)
+                Ok(BucketWords::from_boxed(
+                    words.into_boxed_slice(),
+                    huge_pages,
+                ))
             }
-        };
+        }
+    }
+
+    /// Reads one level's bucket words into a table, checking every bucket and the item count.
+    fn table(&mut self, level: LevelHeader, shape: TableShape) -> Result<Table, PersistError> {
+        debug_assert_eq!((shape.buckets, shape.bits), (level.buckets, level.bits));
+        debug_assert_eq!(shape.words(), Some(level.words));
+        let words = self.block(level.words, true)?;
         let occupied = occupied_lanes(&shape, &words)?;
         if occupied != level.items {
             return Err(PersistError::CountMismatch {
@@ -618,7 +631,7 @@ impl<R: Read> WordReader<R> {
     }
 
     /// Reads the trailer and compares it with the checksum of everything before it.
-    fn check_trailer(&mut self) -> Result<(), PersistError> {
+    pub(crate) fn check_trailer(&mut self) -> Result<(), PersistError> {
         let computed = self.checksum.value();
         let mut trailer = [0u8; 8];
         self.input.read_exact(&mut trailer)?;

@@ -1375,9 +1375,10 @@ fn a_hot_key_refused_mid_doubling_changes_no_answer() {
                 assert!(filter.remove("hot"));
             }
             assert_eq!(filter.len(), stored.len());
-            // Few keys shared both buckets with the hot key.
+            // Few keys were refused (in the smallest tables, of 6 buckets first, a few in 20
+            // share both buckets with the hot key or find its two full ones in their way).
             assert!(
-                stored.len() * 20 >= next * 19,
+                stored.len() * 5 >= next * 4,
                 "{} of {next} stored",
                 stored.len()
             );

@@ -6,6 +6,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod counting_alloc;
+#[path = "../common/format_model.rs"]
+mod format_model;
 #[path = "../redisbloom/serial_model.rs"]
 mod serial_model;
 

@@ -3,7 +3,8 @@
 //! Measured by the binary's counting allocator (`counting_alloc`).
 
 use crate::counting_alloc::{one_at_a_time, peak_during};
-use atomic_cuckoo::{CuckooFilter, PersistError};
+use crate::format_model::checksum;
+use atomic_cuckoo::{CuckooFilter, ExpandingFilter, PersistError};
 
 #[test]
 fn restoring_allocates_only_what_the_data_justifies() {
@@ -65,4 +66,57 @@ fn restoring_allocates_only_what_the_data_justifies() {
         huge.len()
     );
     println!("huge-table header: refused after at most {peak} bytes allocated");
+}
+
+/// An `ExpandingFilter` snapshot whose header claims a table of 2^40 buckets (and a split
+/// bitmap for half of them) behind a few hundred bytes: refused as truncated, by `from_bytes`
+/// before allocating anything, by `read_from` after at most the first 1 MiB step per block.
+#[test]
+fn an_expanding_filter_header_claiming_a_huge_table_allocates_little() {
+    let _one = one_at_a_time();
+    const MIB: usize = 1 << 20;
+    let small = ExpandingFilter::builder()
+        .capacity(10)
+        .max_doublings(32)
+        .build()
+        .unwrap();
+    let mut words: Vec<u64> = small
+        .to_bytes()
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    // Doublings (word 2, low half), first table's buckets (word 4), splits left (word 9).
+    words[2] = u64::from(small.max_doublings()) << 32 | 8;
+    words[4] = 1 << 32;
+    words[9] = 1;
+    let n = words.len() - 1;
+    words[n] = checksum(&words[..n]);
+    let huge: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let (result, peak) = peak_during(|| ExpandingFilter::from_bytes(&huge));
+    assert!(matches!(result, Err(PersistError::Truncated)), "{result:?}");
+    assert!(peak < 64 * 1024, "from_bytes allocated {peak} bytes");
+    let (result, peak) = peak_during(|| ExpandingFilter::read_from(&huge[..]));
+    assert!(matches!(result, Err(PersistError::Truncated)), "{result:?}");
+    assert!(peak <= 3 * MIB, "read_from allocated {peak} bytes");
+    println!("huge ExpandingFilter header: refused after at most {peak} bytes allocated");
+
+    // A real restore: the filter's size plus the read buffer (twice that for a stream).
+    let mut filter = ExpandingFilter::builder()
+        .capacity(100_000)
+        .build()
+        .unwrap();
+    for i in 0..300_000u64 {
+        filter.insert(&i).unwrap();
+    }
+    let bytes = filter.to_bytes();
+    let (restored, peak) = peak_during(|| ExpandingFilter::from_bytes(&bytes).unwrap());
+    assert!(
+        peak <= restored.memory_usage() + MIB + 64 * 1024,
+        "peak {peak}"
+    );
+    let (restored, peak) = peak_during(|| ExpandingFilter::read_from(&bytes[..]).unwrap());
+    assert!(
+        peak <= 2 * restored.memory_usage() + MIB + 64 * 1024,
+        "stream peak {peak}"
+    );
 }

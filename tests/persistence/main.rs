@@ -7,6 +7,7 @@ mod common;
 mod format_model;
 mod watchdog;
 
+mod expanding;
 mod grown_snapshots;
 mod save_chaos;
 mod save_corners;

@@ -137,3 +137,30 @@ fn serde_rejects_corrupt_snapshots() {
     let text = StrDeserializer::<Error>::new("text");
     assert!(<CuckooFilter>::deserialize(text).is_err());
 }
+
+#[test]
+fn an_expanding_filter_serializes_as_its_snapshot_and_comes_back_validated() {
+    use atomic_cuckoo::ExpandingFilter;
+    let mut filter = ExpandingFilter::builder().capacity(100).build().unwrap();
+    for i in 0..1_000u32 {
+        filter.insert(&i).unwrap();
+    }
+    let bytes = serialize_to_bytes(&filter).unwrap();
+    assert_eq!(bytes, filter.to_bytes(), "serializes as its snapshot");
+    let from_bytes = <ExpandingFilter>::deserialize(BytesDeserializer::<Error>::new(&bytes));
+    let from_numbers =
+        <ExpandingFilter>::deserialize(SeqDeserializer::<_, Error>::new(bytes.iter().copied()));
+    for back in [from_bytes.unwrap(), from_numbers.unwrap()] {
+        assert!((0..1_000u32).all(|i| back.contains(&i)));
+        assert_eq!(back.to_bytes(), bytes);
+    }
+    // A CuckooFilter's snapshot is not an ExpandingFilter's, and a corrupt one is refused.
+    let cuckoo = serialize_to_bytes(&CuckooFilter::with_capacity(10)).unwrap();
+    let err = <ExpandingFilter>::deserialize(BytesDeserializer::<Error>::new(&cuckoo)).unwrap_err();
+    assert!(err.to_string().contains("magic"), "{err}");
+    let mut corrupt = bytes.clone();
+    *corrupt.last_mut().unwrap() ^= 1;
+    let err =
+        <ExpandingFilter>::deserialize(BytesDeserializer::<Error>::new(&corrupt)).unwrap_err();
+    assert!(err.to_string().contains("checksum"), "{err}");
+}

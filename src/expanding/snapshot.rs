@@ -1,0 +1,698 @@
+//! Saving and restoring an [`ExpandingFilter`]: a format of its own (magic `ATCUXPND`), read
+//! and written with the same word reader, writer and checksum as the `CuckooFilter` snapshots
+//! (`crate::persist`), and failing with the same [`PersistError`].
+//!
+//! The layout is documented byte by byte in `FORMAT.md` ("ExpandingFilter snapshots"). A
+//! doubling in progress is saved as it is, split bitmap included, so a restored filter is the
+//! saved one: same answers, same splits and kicks on the inserts that follow. Restoring checks
+//! the header before anything is allocated, sizes every allocation by the words actually read
+//! (`WordReader::block`), checks the checksum, and then every lane and count before the filter
+//! is returned.
+
+use std::hash::BuildHasher;
+use std::io::{self, Read, Write};
+
+use super::builder::is_builder_choice;
+use super::keys::{field_tail_bits, KeyMap, ANCHOR_BITS};
+use super::table::{words_for, Pos, Table, LANES};
+use super::{ExpandingFilter, Splitting};
+use crate::hasher::DefaultHashBuilder;
+use crate::persist::{hasher_check, Allocation, PersistError, WordReader, WordWriter};
+use crate::sync::Ordering;
+use crate::table::BucketWords;
+
+/// First 8 bytes of every `ExpandingFilter` snapshot (a `CuckooFilter` one starts `ATCUCKOO`).
+const MAGIC: [u8; 8] = *b"ATCUXPND";
+/// Format version written and read by this build.
+const VERSION: u16 = 1;
+/// Words in the header.
+const HEADER_WORDS: usize = 11;
+/// Most doublings a filter makes (as the builder).
+const MAX_DOUBLINGS: u32 = 32;
+/// Largest first table (as the builder): `KeyMap` maps the hash's upper 32 bits onto it.
+const MAX_BASE: u64 = 1 << 32;
+
+/// The header: every field of the filter that its lanes do not give.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Header {
+    width: u32,
+    doublings: u32,
+    max_doublings: u32,
+    rate: f64,
+    base: u64,
+    items: u64,
+    occupied: u64,
+    rng: u64,
+    /// `Splitting::next` and `Splitting::left`; both 0 when no doubling is in progress.
+    split_next: u64,
+    split_left: u64,
+    hasher_check: u64,
+}
+
+impl Header {
+    fn encode(&self) -> [u64; HEADER_WORDS] {
+        [
+            u64::from_le_bytes(MAGIC),
+            u64::from(VERSION) | u64::from(self.width) << 32,
+            u64::from(self.doublings) | u64::from(self.max_doublings) << 32,
+            self.rate.to_bits(),
+            self.base,
+            self.items,
+            self.occupied,
+            self.rng,
+            self.split_next,
+            self.split_left,
+            self.hasher_check,
+        ]
+    }
+
+    /// Decodes and validates a header: every field in range, the lane width and doublings
+    /// ones the builder could have chosen, and a table whose size fits in memory arithmetic.
+    fn decode(w: &[u64; HEADER_WORDS]) -> Result<Self, PersistError> {
+        if w[0].to_le_bytes() != MAGIC {
+            return Err(PersistError::BadMagic);
+        }
+        let version = w[1] as u16;
+        if version != VERSION {
+            return Err(PersistError::UnsupportedVersion { version });
+        }
+        let invalid = |field| Err(PersistError::InvalidParameter { field });
+        if (w[1] >> 16) as u16 != 0 {
+            return invalid("reserved field");
+        }
+        let header = Header {
+            width: (w[1] >> 32) as u32,
+            doublings: w[2] as u32,
+            max_doublings: (w[2] >> 32) as u32,
+            rate: f64::from_bits(w[3]),
+            base: w[4],
+            items: w[5],
+            occupied: w[6],
+            rng: w[7],
+            split_next: w[8],
+            split_left: w[9],
+            hasher_check: w[10],
+        };
+        if !(header.rate > 0.0 && header.rate < 1.0) {
+            return invalid("false-positive rate");
+        }
+        if !(ANCHOR_BITS + 2..=32).contains(&header.width) {
+            return invalid("lane width");
+        }
+        if header.max_doublings > MAX_DOUBLINGS {
+            return invalid("max_doublings");
+        }
+        if header.doublings > header.max_doublings {
+            return invalid("doublings");
+        }
+        if !is_builder_choice(header.rate, header.width - 1, header.max_doublings) {
+            return invalid("lane width and max_doublings (not the builder's for the rate)");
+        }
+        if !(2..=MAX_BASE).contains(&header.base) || !header.base.is_multiple_of(2) {
+            return invalid("first table's bucket count");
+        }
+        // `buckets()` and every segment's words must be computable: base · 2^doublings below
+        // 2^64, and the words of all segments below usize::MAX.
+        let sized =
+            header.doublings < header.base.leading_zeros() && { header.data_words().is_some() };
+        if !sized {
+            return invalid("table size");
+        }
+        let lanes = header.buckets() * LANES;
+        if header.occupied > lanes || header.items > header.occupied {
+            return invalid("item or lane count");
+        }
+        if usize::try_from(header.items).is_err() {
+            return invalid("item count");
+        }
+        if header.rng == 0 {
+            return invalid("kick generator state");
+        }
+        if header.split_left == 0 {
+            if header.split_next != 0 {
+                return invalid("split position");
+            }
+        } else {
+            // Every old bucket below `next` is split, so those left lie at `next` or above.
+            let old = header.old_buckets();
+            if header.doublings == 0
+                || header.split_next >= old
+                || header.split_left > old - header.split_next
+            {
+                return invalid("split position");
+            }
+        }
+        Ok(header)
+    }
+
+    /// Buckets of the table (`base · 2^doublings`, checked by `decode`).
+    fn buckets(&self) -> u64 {
+        self.base << self.doublings
+    }
+
+    /// Buckets before the latest doubling.
+    fn old_buckets(&self) -> u64 {
+        self.buckets() >> 1
+    }
+
+    /// Buckets of segment `s`.
+    fn segment_buckets(&self, s: u32) -> u64 {
+        if s == 0 {
+            self.base
+        } else {
+            self.base << (s - 1)
+        }
+    }
+
+    /// Words of the split bitmap: one bit per old bucket while a doubling is in progress.
+    fn bitmap_words(&self) -> Option<usize> {
+        if self.split_left == 0 {
+            Some(0)
+        } else {
+            usize::try_from(self.old_buckets().div_ceil(64)).ok()
+        }
+    }
+
+    /// Words after the header and before the checksum, `None` when not a `usize`.
+    fn data_words(&self) -> Option<usize> {
+        (0..=self.doublings).try_fold(self.bitmap_words()?, |sum, s| {
+            sum.checked_add(words_for(self.segment_buckets(s), self.width)?)
+        })
+    }
+}
+
+/// What the lanes of a restored table add up to.
+#[derive(Debug, Default)]
+struct LaneCounts {
+    /// Non-empty lanes.
+    lanes: u64,
+    /// Lanes once every old bucket of a doubling in progress is split (exhausted entries
+    /// count twice there): the filter's `occupied`.
+    occupied: u64,
+    /// Entries by tail length, counted as `ExpandingFilter::double` counts them.
+    by_tail: [u64; 32],
+}
+
+/// Counts the lanes of `table`, checking every one: a non-empty
+/// lane has a field (marker) and at most `tail_bits` tail bits, the new half of an old bucket
+/// not split yet is empty, and every bit past a segment's last bucket is zero.
+fn count_lanes(
+    table: &Table,
+    splitting: Option<&Splitting>,
+    tail_bits: u32,
+) -> Result<LaneCounts, PersistError> {
+    let invalid = |field| Err(PersistError::InvalidParameter { field });
+    let (base, width) = (table.base(), table.width());
+    let old = table.buckets() >> 1;
+    let bucket_mask = u128::MAX >> (128 - LANES as u32 * width);
+    let is_unsplit = |index: u64| splitting.is_some_and(|s| !s.is_split(index));
+    let mut counts = LaneCounts::default();
+    for index in 0..table.buckets() {
+        let pos = Pos {
+            home: index % base,
+            high: index / base,
+        };
+        // `Table::bucket` gives 128 bits: the next bucket's lanes may follow this one's.
+        let bucket = table.bucket(pos) & bucket_mask;
+        let (unsplit, new_half_of_unsplit) = match splitting {
+            Some(_) if index < old => (is_unsplit(index), false),
+            Some(_) => (false, is_unsplit(index - old)),
+            None => (false, false),
+        };
+        if new_half_of_unsplit && bucket != 0 {
+            return invalid("bucket (a half its doubling has not split into yet)");
+        }
+        for lane in 0..LANES {
+            let entry = (bucket >> (lane * u64::from(width))) as u64 & ((1u64 << width) - 1);
+            if entry == 0 {
+                continue;
+            }
+            let field = entry >> ANCHOR_BITS;
+            if field == 0 {
+                return invalid("lane (no marker bit)");
+            }
+            let tail = field_tail_bits(field);
+            if tail > tail_bits {
+                return invalid("lane (more tail bits than a new entry)");
+            }
+            counts.lanes += 1;
+            // An unsplit old bucket is counted as its split will leave it (see `double`).
+            match (unsplit, tail) {
+                (false, _) => {
+                    counts.occupied += 1;
+                    counts.by_tail[tail as usize] += 1;
+                }
+                (true, 0) => {
+                    counts.occupied += 2;
+                    counts.by_tail[0] += 2;
+                }
+                (true, _) => {
+                    counts.occupied += 1;
+                    counts.by_tail[tail as usize - 1] += 1;
+                }
+            }
+        }
+    }
+    for (s, words) in table.segments().iter().enumerate() {
+        let buckets = if s == 0 { base } else { base << (s - 1) };
+        if !is_zero_past(words, buckets * LANES * u64::from(width)) {
+            return invalid("segment (bits past its last bucket)");
+        }
+    }
+    Ok(counts)
+}
+
+/// Whether every bit of `words` from bit `end` on is zero.
+fn is_zero_past(words: &BucketWords, end: u64) -> bool {
+    // Relaxed: the table is not shared yet.
+    let word = |i: usize| words.get(i).map_or(0, |w| w.load(Ordering::Relaxed));
+    let (last, shift) = ((end / 64) as usize, (end % 64) as u32);
+    word(last).checked_shr(shift).unwrap_or(0) == 0 && (last + 1..words.len()).all(|i| word(i) == 0)
+}
+
+/// Checks a restored split bitmap against the header: no bit past the old buckets, every old
+/// bucket below `next` split, and `left` of them not.
+fn check_split_bitmap(split: &[u64], old: u64, next: u64, left: u64) -> Result<(), PersistError> {
+    let invalid = Err(PersistError::InvalidParameter {
+        field: "split bitmap",
+    });
+    let past = old % 64;
+    if past != 0 && split.last().is_some_and(|&w| w >> past != 0) {
+        return invalid;
+    }
+    let split_count: u64 = split.iter().map(|w| u64::from(w.count_ones())).sum();
+    if split_count != old - left {
+        return invalid;
+    }
+    let (full, rest) = ((next / 64) as usize, next % 64);
+    let prefix_split = split[..full].iter().all(|&w| w == u64::MAX)
+        && (rest == 0 || split[full] & ((1 << rest) - 1) == (1 << rest) - 1);
+    if prefix_split {
+        Ok(())
+    } else {
+        invalid
+    }
+}
+
+impl<S: BuildHasher> ExpandingFilter<S> {
+    fn header(&self) -> Header {
+        let (split_next, split_left) = self.splitting.as_ref().map_or((0, 0), |s| (s.next, s.left));
+        Header {
+            width: self.table.width(),
+            doublings: self.doublings,
+            max_doublings: self.max_doublings,
+            rate: self.target,
+            base: self.table.base(),
+            items: self.items as u64,
+            occupied: self.occupied,
+            rng: self.rng,
+            split_next,
+            split_left,
+            hasher_check: hasher_check(&self.hasher),
+        }
+    }
+
+    /// Writes a snapshot of the filter (the format is described byte by byte in
+    /// [`FORMAT.md`](https://github.com/atomic-cuckoo/atomic-cuckoo/blob/main/FORMAT.md),
+    /// "ExpandingFilter snapshots"). A doubling in progress is saved as it is: the restored
+    /// filter answers, splits and grows exactly as this one would.
+    ///
+    /// # Errors
+    ///
+    /// Any error `writer` returns (the snapshot is then incomplete).
+    ///
+    /// ```
+    /// use atomic_cuckoo::ExpandingFilter;
+    ///
+    /// let mut filter = ExpandingFilter::builder().capacity(1_000).build()?;
+    /// filter.insert("saved")?;
+    /// let mut file = Vec::new();
+    /// filter.write_to(&mut file)?;
+    /// let restored = ExpandingFilter::read_from(&file[..])?;
+    /// assert!(restored.contains("saved"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn write_to<W: Write + ?Sized>(&self, writer: &mut W) -> io::Result<()> {
+        let mut out = WordWriter::new(writer);
+        out.words(self.header().encode())?;
+        if let Some(splitting) = &self.splitting {
+            out.words(splitting.split.iter().copied())?;
+        }
+        for segment in self.table.segments() {
+            // Relaxed: writes take `&mut self`, so none runs now.
+            out.words(segment.iter().map(|w| w.load(Ordering::Relaxed)))?;
+        }
+        out.finish()
+    }
+
+    /// The snapshot as bytes (see [`write_to`](ExpandingFilter::write_to)).
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::ExpandingFilter::builder().capacity(100).build()?;
+    /// let bytes = filter.to_bytes();
+    /// assert_eq!(&bytes[..8], b"ATCUXPND");
+    /// assert_eq!(bytes.len(), filter.snapshot_size());
+    /// # Ok::<(), atomic_cuckoo::BuildError>(())
+    /// ```
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(self.snapshot_size());
+        // Writing to a Vec never fails: there is no error to report.
+        let _ = self.write_to(&mut bytes);
+        bytes
+    }
+
+    /// Bytes a snapshot of the filter takes now (it grows when the filter doubles).
+    pub fn snapshot_size(&self) -> usize {
+        let bitmap = self.splitting.as_ref().map_or(0, |s| s.split.len());
+        let segments: usize = self.table.segments().iter().map(|s| s.len()).sum();
+        8 * (HEADER_WORDS + bitmap + segments + 1)
+    }
+
+    /// Restores a snapshot written by [`write_to`](ExpandingFilter::write_to) with a filter
+    /// that used `hasher` (the same type and seeds: otherwise
+    /// [`PersistError::HasherMismatch`]).
+    ///
+    /// Reads exactly the snapshot's bytes: bytes after it stay in `reader`. Memory grows with
+    /// the data actually read, so a header that claims a huge table costs nothing unless the
+    /// data is there.
+    ///
+    /// # Errors
+    ///
+    /// A [`PersistError`] saying what is wrong: [`Io`](PersistError::Io) from `reader`,
+    /// [`Truncated`](PersistError::Truncated), [`BadMagic`](PersistError::BadMagic) (a
+    /// `CuckooFilter` snapshot among others), [`UnsupportedVersion`](PersistError::UnsupportedVersion),
+    /// an invalid parameter or count, [`ChecksumMismatch`](PersistError::ChecksumMismatch),
+    /// [`HasherMismatch`](PersistError::HasherMismatch) or
+    /// [`AllocationFailed`](PersistError::AllocationFailed).
+    ///
+    /// ```
+    /// use atomic_cuckoo::{DefaultHashBuilder, ExpandingFilter};
+    ///
+    /// let mut filter = ExpandingFilter::builder().capacity(100).build()?;
+    /// filter.insert(&7u8)?;
+    /// let bytes = filter.to_bytes();
+    /// let restored = ExpandingFilter::read_from_with_hasher(&bytes[..], DefaultHashBuilder)?;
+    /// assert!(restored.contains(&7u8));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn read_from_with_hasher<R: Read>(reader: R, hasher: S) -> Result<Self, PersistError> {
+        Self::read_snapshot(WordReader::new(reader, Allocation::AsDataArrives), hasher)
+    }
+
+    /// Restores a snapshot from bytes that hold exactly one snapshot (see
+    /// [`read_from_with_hasher`](ExpandingFilter::read_from_with_hasher)). The length is
+    /// checked against the header before any table memory is allocated.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_from_with_hasher`](ExpandingFilter::read_from_with_hasher), and
+    /// [`TrailingBytes`](PersistError::TrailingBytes) when `bytes` goes on after the snapshot.
+    ///
+    /// ```
+    /// use atomic_cuckoo::{DefaultHashBuilder, ExpandingFilter};
+    ///
+    /// let filter = ExpandingFilter::builder().capacity(100).build()?;
+    /// let bytes = filter.to_bytes();
+    /// let restored = ExpandingFilter::from_bytes_with_hasher(&bytes, DefaultHashBuilder)?;
+    /// assert_eq!(restored.buckets(), filter.buckets());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_bytes_with_hasher(bytes: &[u8], hasher: S) -> Result<Self, PersistError> {
+        let expected = expected_len(bytes)?;
+        match bytes.len().cmp(&expected) {
+            std::cmp::Ordering::Less => Err(PersistError::Truncated),
+            std::cmp::Ordering::Greater => Err(PersistError::TrailingBytes {
+                extra: bytes.len() - expected,
+            }),
+            // Every segment's words are known to be there: allocate each one once.
+            std::cmp::Ordering::Equal => {
+                Self::read_snapshot(WordReader::new(bytes, Allocation::Upfront), hasher)
+            }
+        }
+    }
+
+    /// Reads a snapshot: the header (checked before anything is allocated), the hasher check,
+    /// the bitmap and segments, the checksum, and then every lane and count.
+    fn read_snapshot<R: Read>(mut input: WordReader<R>, hasher: S) -> Result<Self, PersistError> {
+        let header = Header::decode(&input.array::<HEADER_WORDS>()?)?;
+        if header.hasher_check != hasher_check(&hasher) {
+            return Err(PersistError::HasherMismatch);
+        }
+        let split = match header.bitmap_words() {
+            Some(0) => None,
+            Some(words) => {
+                let block = input.block(words, false)?;
+                // Relaxed: the words are not shared.
+                Some(
+                    block
+                        .iter()
+                        .map(|w| w.load(Ordering::Relaxed))
+                        .collect::<Vec<u64>>(),
+                )
+            }
+            None => unreachable!("`Header::decode` checked the bitmap's size"),
+        };
+        let segments = (0..=header.doublings)
+            .map(|s| {
+                let words = words_for(header.segment_buckets(s), header.width)
+                    .expect("`Header::decode` checked every segment's size");
+                input.block(words, false)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        input.check_trailer()?;
+
+        let splitting = match split {
+            Some(split) => {
+                check_split_bitmap(
+                    &split,
+                    header.old_buckets(),
+                    header.split_next,
+                    header.split_left,
+                )?;
+                Some(Splitting {
+                    split,
+                    next: header.split_next,
+                    left: header.split_left,
+                })
+            }
+            None => None,
+        };
+        let table = Table::from_segments(header.base, header.width, segments);
+        let tail_bits = header.width - 1 - ANCHOR_BITS;
+        let counts = count_lanes(&table, splitting.as_ref(), tail_bits)?;
+        if counts.occupied != header.occupied {
+            return Err(PersistError::CountMismatch {
+                what: "occupied lane count",
+                claimed: header.occupied,
+                found: counts.occupied,
+            });
+        }
+        // Copies make more lanes than items, never fewer.
+        if header.items > counts.lanes {
+            return Err(PersistError::CountMismatch {
+                what: "item count",
+                claimed: header.items,
+                found: counts.lanes,
+            });
+        }
+        Ok(ExpandingFilter {
+            keys: KeyMap::new(header.base),
+            table,
+            doublings: header.doublings,
+            splitting,
+            max_doublings: header.max_doublings,
+            tail_bits,
+            items: header.items as usize,
+            occupied: counts.occupied,
+            by_tail: counts.by_tail,
+            target: header.rate,
+            rng: header.rng,
+            hasher,
+        })
+    }
+}
+
+impl ExpandingFilter {
+    /// Restores a snapshot made with the default hasher (see
+    /// [`read_from_with_hasher`](ExpandingFilter::read_from_with_hasher)). Bytes after the
+    /// snapshot are not an error, and stay in `reader`.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_from_with_hasher`](ExpandingFilter::read_from_with_hasher).
+    ///
+    /// ```
+    /// use atomic_cuckoo::{CuckooFilter, ExpandingFilter, PersistError};
+    ///
+    /// let mut filter = ExpandingFilter::builder().capacity(100).build()?;
+    /// filter.insert(&7u8)?;
+    /// let bytes = filter.to_bytes();
+    /// assert!(ExpandingFilter::read_from(&bytes[..])?.contains(&7u8));
+    /// assert!(matches!(
+    ///     ExpandingFilter::read_from(&bytes[..bytes.len() - 1]),
+    ///     Err(PersistError::Truncated)
+    /// ));
+    /// // The formats are told apart by their magic bytes.
+    /// assert!(matches!(CuckooFilter::read_from(&bytes[..]), Err(PersistError::BadMagic)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn read_from<R: Read>(reader: R) -> Result<Self, PersistError> {
+        Self::read_from_with_hasher(reader, DefaultHashBuilder)
+    }
+
+    /// Restores a snapshot made with the default hasher from exactly its bytes: bytes after it
+    /// are [`PersistError::TrailingBytes`].
+    ///
+    /// # Errors
+    ///
+    /// As [`from_bytes_with_hasher`](ExpandingFilter::from_bytes_with_hasher).
+    ///
+    /// ```
+    /// use atomic_cuckoo::{ExpandingFilter, PersistError};
+    ///
+    /// let filter = ExpandingFilter::builder().capacity(100).build()?;
+    /// let mut bytes = filter.to_bytes();
+    /// assert_eq!(ExpandingFilter::from_bytes(&bytes)?.capacity(), filter.capacity());
+    /// bytes.push(0);
+    /// assert!(matches!(
+    ///     ExpandingFilter::from_bytes(&bytes),
+    ///     Err(PersistError::TrailingBytes { extra: 1 })
+    /// ));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, PersistError> {
+        Self::from_bytes_with_hasher(bytes, DefaultHashBuilder)
+    }
+}
+
+/// The length of the snapshot that `bytes` starts with, from its header alone.
+fn expected_len(bytes: &[u8]) -> Result<usize, PersistError> {
+    let head = bytes
+        .get(..HEADER_WORDS * 8)
+        .ok_or(PersistError::Truncated)?;
+    let mut words = [0u64; HEADER_WORDS];
+    for (w, chunk) in words.iter_mut().zip(head.chunks_exact(8)) {
+        *w = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+    }
+    let header = Header::decode(&words)?;
+    header
+        .data_words()
+        .and_then(|data| data.checked_add(HEADER_WORDS + 1))
+        .and_then(|words| words.checked_mul(8))
+        .ok_or(PersistError::InvalidParameter {
+            field: "table size",
+        })
+}
+
+/// `serde` support (feature `serde`): a filter serializes as its snapshot bytes, and
+/// deserializing goes through the same validation as [`ExpandingFilter::from_bytes`].
+#[cfg(feature = "serde")]
+mod serde_impl {
+    use std::fmt;
+    use std::hash::BuildHasher;
+    use std::marker::PhantomData;
+
+    use serde::de::{self, SeqAccess, Visitor};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::ExpandingFilter;
+
+    #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+    impl<S: BuildHasher> Serialize for ExpandingFilter<S> {
+        fn serialize<Ser: Serializer>(&self, serializer: Ser) -> Result<Ser::Ok, Ser::Error> {
+            serializer.serialize_bytes(&self.to_bytes())
+        }
+    }
+
+    /// Deserializes with `S::default()` as the hasher; a snapshot made with another hasher
+    /// (or other seeds) is refused, as in [`ExpandingFilter::from_bytes_with_hasher`].
+    #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+    impl<'de, S: BuildHasher + Default> Deserialize<'de> for ExpandingFilter<S> {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            deserializer.deserialize_bytes(SnapshotVisitor(PhantomData))
+        }
+    }
+
+    struct SnapshotVisitor<S>(PhantomData<S>);
+
+    impl<'de, S: BuildHasher + Default> Visitor<'de> for SnapshotVisitor<S> {
+        type Value = ExpandingFilter<S>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("the bytes of an atomic-cuckoo ExpandingFilter snapshot")
+        }
+
+        fn visit_bytes<E: de::Error>(self, bytes: &[u8]) -> Result<Self::Value, E> {
+            ExpandingFilter::from_bytes_with_hasher(bytes, S::default()).map_err(E::custom)
+        }
+
+        fn visit_byte_buf<E: de::Error>(self, bytes: Vec<u8>) -> Result<Self::Value, E> {
+            self.visit_bytes(&bytes)
+        }
+
+        /// Formats without a bytes type (JSON) give a sequence of numbers; the buffer grows
+        /// with the elements actually present, not with a size hint from the input.
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut bytes = Vec::new();
+            while let Some(b) = seq.next_element::<u8>()? {
+                bytes.push(b);
+            }
+            self.visit_bytes(&bytes)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> Header {
+        Header {
+            width: 13,
+            doublings: 3,
+            max_doublings: 12,
+            rate: 0.01,
+            base: 264,
+            items: 10,
+            occupied: 12,
+            rng: 1,
+            split_next: 5,
+            split_left: 100,
+            hasher_check: 0xfeed,
+        }
+    }
+
+    #[test]
+    fn a_header_decodes_to_what_was_encoded() {
+        let filter = ExpandingFilter::builder().capacity(1000).build().unwrap();
+        let mut h = header();
+        h.width = filter.lane_bits();
+        h.max_doublings = filter.max_doublings();
+        assert_eq!(Header::decode(&h.encode()).unwrap(), h);
+    }
+
+    #[test]
+    fn a_header_whose_table_size_overflows_is_refused() {
+        let filter = ExpandingFilter::builder()
+            .capacity(1000)
+            .max_doublings(MAX_DOUBLINGS)
+            .build()
+            .unwrap();
+        let mut h = header();
+        (h.width, h.max_doublings) = (filter.lane_bits(), filter.max_doublings());
+        (h.base, h.doublings) = (MAX_BASE, MAX_DOUBLINGS);
+        assert!(matches!(
+            Header::decode(&h.encode()),
+            Err(PersistError::InvalidParameter { .. })
+        ));
+    }
+
+    #[test]
+    fn a_bitmap_must_have_every_bucket_below_next_split() {
+        assert!(check_split_bitmap(&[0b0111], 70, 3, 67).is_ok());
+        assert!(check_split_bitmap(&[0b1011], 70, 3, 67).is_err());
+        // A bit past the old buckets.
+        assert!(check_split_bitmap(&[0b0111, 1 << 6], 70, 3, 66).is_err());
+        assert!(check_split_bitmap(&[0b0111, 0], 70, 3, 66).is_err());
+    }
+}
