@@ -15,8 +15,6 @@
 //! entry's alternate bucket is found from its bucket, anchor and tail at every size, without
 //! the item (partial-key cuckoo hashing).
 
-use super::table::Pos;
-
 /// Bits of the anchor: stored in every entry, never turned into bucket bits.
 pub(super) const ANCHOR_BITS: u32 = 5;
 const ANCHORS: usize = 1 << ANCHOR_BITS;
@@ -36,6 +34,13 @@ fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
+}
+
+/// A bucket's position: its home bucket in the first table and the bits doublings added.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Pos {
+    pub home: u64,
+    pub high: u64,
 }
 
 /// One item, hashed: everything its two entries are made of.

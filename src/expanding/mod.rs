@@ -2,11 +2,14 @@
 //! lookup reads two buckets however far it has grown.
 //!
 //! `keys` says where an item lies at any size, `table` holds the packed lanes and splits them
-//! on a doubling, `builder` picks the lane width for the target rate and the planned growth,
+//! on a doubling, `doubling` spreads a doubling over the inserts after it, `kicks` places an
+//! entry by a random walk, `builder` picks the lane width for the target rate and the planned growth,
 //! `snapshot` saves and restores a filter (validated, in a format of its own).
 
 mod builder;
+mod doubling;
 mod keys;
+mod kicks;
 mod snapshot;
 mod std_impls;
 mod table;
@@ -18,8 +21,8 @@ pub use builder::ExpandingBuilder;
 
 use crate::error::InsertError;
 use crate::hasher::DefaultHashBuilder;
-use keys::{field_tail_bits, Key, KeyMap, ANCHOR_BITS};
-use table::{Pos, Table, LANES};
+use keys::{field_tail_bits, Key, KeyMap, Pos, ANCHOR_BITS};
+use table::{Table, LANES};
 
 /// Entries a table takes before it doubles: 95 % of its lanes (four-lane buckets fill to
 /// about 97 % before an insert fails).
@@ -100,6 +103,7 @@ pub struct ExpandingFilter<S = DefaultHashBuilder> {
 /// `home + base · high`), set once split.
 #[derive(Clone, Debug)]
 struct Splitting {
+    /// A bit per old bucket, set once split.
     split: Vec<u64>,
     /// The next old bucket the inserts split.
     next: u64,
@@ -216,9 +220,10 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// - [`InsertError::ItemBucketsFull`]: both of the item's buckets hold only copies of it
     ///   (one item is stored at most eight times), or no room could be made in them while the
     ///   table is below half its doubling load, or below 90 % of it with the buckets holding
-    ///   only repeated copies of a few items, which a doubling would not separate. An entry's other bucket depends on 5 of its bits, so one item in 32 of
-    ///   those that share a bucket with a hot key (an item stored many times) shares both,
-    ///   and is refused while the hot key's copies fill them.
+    ///   only repeated copies of a few items, which a doubling would not separate. An entry's
+    ///   other bucket depends on 5 of its bits, so one item in 32 of those that share a bucket
+    ///   with a hot key (an item stored many times) shares both, and is refused while the hot
+    ///   key's copies fill them.
     /// - [`InsertError::MaxDoublingsReached`]: the table is at its doubling load (95 % of its
     ///   lanes) and has doubled as often as its lane width allows at the target rate.
     /// - [`InsertError::GrowthFailed`]: the new buckets could not be allocated.
@@ -266,221 +271,6 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             }
             self.double()?;
         }
-    }
-
-    /// Places `key`'s entry, kicking others along a random walk; on failure undoes every move.
-    /// Every bucket it reads or writes is split first.
-    fn place(&mut self, key: &Key) -> bool {
-        let mut pos = key.pos(0, self.doublings);
-        let mut entry = (key.field(0, self.doublings, self.tail_bits) << ANCHOR_BITS) | key.anchor;
-        // The kicks so far: (bucket, lane, entry it held), undone in reverse on failure.
-        let mut undo: Vec<(Pos, u64, u64)> = Vec::new();
-        for kick in 0..=MAX_KICKS {
-            self.split_at(pos);
-            if let Some(lane) = self.table.empty_lane(pos) {
-                self.table.set(pos, lane, entry);
-                return true;
-            }
-            // The other bucket of a carried entry is the one it was just kicked from, full.
-            if kick == 0 {
-                let (other, other_entry) = self.alternate(pos, entry);
-                self.split_at(other);
-                if let Some(lane) = self.table.empty_lane(other) {
-                    self.table.set(other, lane, other_entry);
-                    return true;
-                }
-                // Start the walk from either bucket.
-                if self.next_random() & 4 != 0 {
-                    (pos, entry) = (other, other_entry);
-                }
-            }
-            if kick == MAX_KICKS {
-                break;
-            }
-            // Displace a random entry and carry it on, never a copy of the entry carried in:
-            // between two buckets full of one hot key's copies, a walk that swapped copies
-            // would never leave them.
-            let lane = self.victim_lane(pos, entry);
-            let victim = self.table.get(pos, lane);
-            self.table.set(pos, lane, entry);
-            undo.push((pos, lane, victim));
-            (pos, entry) = self.alternate(pos, victim);
-        }
-        // Splits made on the way stay: they change no answer, and no undone bucket was split
-        // after its change (each was split before it was first touched).
-        for (at, lane, victim) in undo.into_iter().rev() {
-            self.table.set(at, lane, victim);
-        }
-        false
-    }
-
-    /// A random lane of the (full) bucket at `pos` whose entry differs from `entry`, or any
-    /// lane if all hold `entry`.
-    fn victim_lane(&mut self, pos: Pos, entry: u64) -> u64 {
-        let start = self.next_random() & 3;
-        (0..LANES)
-            .map(|i| (start + i) % LANES)
-            .find(|&lane| self.table.get(pos, lane) != entry)
-            .unwrap_or(start)
-    }
-
-    /// The kick chains' random choices (xorshift64).
-    fn next_random(&mut self) -> u64 {
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        self.rng
-    }
-
-    /// The other bucket and lane value of `entry` in the (split) bucket at `pos`.
-    #[inline(always)]
-    fn alternate(&self, pos: Pos, entry: u64) -> (Pos, u64) {
-        let anchor = entry & ANCHOR_MASK;
-        let (other, field) = self
-            .keys
-            .alternate(pos, anchor, entry >> ANCHOR_BITS, self.doublings);
-        (other, (field << ANCHOR_BITS) | anchor)
-    }
-
-    /// Whether every lane of both of `key`'s (split) buckets matches it.
-    fn buckets_hold_only(&self, key: &Key) -> bool {
-        (0..2).all(|side| {
-            let pos = key.pos(side, self.doublings);
-            (0..LANES).all(|lane| {
-                let entry = self.table.get(pos, lane);
-                entry != 0 && entry & ANCHOR_MASK == key.anchor && {
-                    let field = entry >> ANCHOR_BITS;
-                    field == key.field(side, self.doublings, field_tail_bits(field))
-                }
-            })
-        })
-    }
-
-    /// Whether every lane of `key`'s two (split) buckets holds an entry that another lane of
-    /// them also holds: copies of one item (the same entry, seen from either bucket).
-    fn buckets_jammed(&self, key: &Key) -> bool {
-        let mut entries = [(Pos { home: 0, high: 0 }, 0u64); 2 * LANES as usize];
-        for side in 0..2 {
-            let pos = key.pos(side, self.doublings);
-            for lane in 0..LANES {
-                let entry = self.table.get(pos, lane);
-                // The same entry in either bucket, named by the smaller of its two places.
-                let other = self.alternate(pos, entry);
-                let here = (pos, entry);
-                let key = |(p, e): (Pos, u64)| (p.high, p.home, e);
-                entries[side * LANES as usize + lane as usize] =
-                    if key(here) <= key(other) { here } else { other };
-            }
-        }
-        entries
-            .iter()
-            .enumerate()
-            .all(|(i, e)| entries.iter().enumerate().any(|(j, f)| i != j && e == f))
-    }
-
-    /// Begins a doubling: finishes the one before, if any, and adds the new buckets, which the
-    /// inserts after it split into.
-    fn double(&mut self) -> Result<(), InsertError> {
-        self.finish_doubling();
-        let bytes = self.table.next_segment_bytes();
-        let old = self.table.buckets();
-        let mut split = Vec::new();
-        if bytes == usize::MAX || split.try_reserve_exact(old.div_ceil(64) as usize).is_err() {
-            return Err(InsertError::GrowthFailed { bytes });
-        }
-        split.resize(old.div_ceil(64) as usize, 0);
-        self.table
-            .add_segment()
-            .map_err(|bytes| InsertError::GrowthFailed { bytes })?;
-        self.doublings += 1;
-        self.splitting = Some(Splitting {
-            split,
-            next: 0,
-            left: old,
-        });
-        // Counted as if split already: each entry loses a tail bit, and one with none left
-        // becomes two (lanes included). Removes split a bucket before they touch it, so this
-        // stays exact.
-        let exhausted = self.by_tail[0];
-        self.occupied += exhausted;
-        self.by_tail.copy_within(1.., 0);
-        self.by_tail[31] = 0;
-        self.by_tail[0] += 2 * exhausted;
-        Ok(())
-    }
-
-    /// Splits the old bucket of a (current) position, if a doubling has not split it yet.
-    fn split_at(&mut self, pos: Pos) {
-        if self.splitting.is_some() {
-            let k = self.doublings - 1;
-            let old = Pos {
-                home: pos.home,
-                high: pos.high & keys::low_mask(k),
-            };
-            self.split_old(old);
-        }
-    }
-
-    /// Splits both of `key`'s buckets, if a doubling has not split them yet.
-    fn split_buckets_of(&mut self, key: &Key) {
-        if self.splitting.is_some() {
-            for side in 0..2 {
-                self.split_old(key.pos(side, self.doublings - 1));
-            }
-        }
-    }
-
-    /// Splits the old bucket at `old` unless it is split already.
-    fn split_old(&mut self, old: Pos) {
-        let index = self.old_index(old);
-        let Some(splitting) = &mut self.splitting else {
-            return;
-        };
-        if splitting.is_split(index) {
-            return;
-        }
-        splitting.split[(index / 64) as usize] |= 1 << (index % 64);
-        splitting.left -= 1;
-        if splitting.left == 0 {
-            self.splitting = None;
-        }
-        // The copies it makes were counted when the doubling began.
-        self.table.split(old, self.doublings - 1);
-    }
-
-    /// Splits up to `count` more old buckets of an unfinished doubling, in order.
-    fn split_next(&mut self, count: u64) {
-        for _ in 0..count {
-            let Some(splitting) = &mut self.splitting else {
-                return;
-            };
-            // Skip those already split by the inserts that touched them.
-            while splitting.is_split(splitting.next) {
-                splitting.next += 1;
-            }
-            let index = splitting.next;
-            let base = self.table.base();
-            self.split_old(Pos {
-                home: index % base,
-                high: index / base,
-            });
-        }
-    }
-
-    /// Splits every bucket an unfinished doubling has left, so lookups read one bucket per
-    /// side again without first checking whether it is split. Inserts do this gradually (two
-    /// buckets each); call this when the filter is built and will only be read.
-    pub fn finish_doubling(&mut self) {
-        while let Some(splitting) = &self.splitting {
-            let left = splitting.left;
-            self.split_next(left);
-        }
-    }
-
-    /// Whether a doubling is still splitting buckets (see
-    /// [`finish_doubling`](Self::finish_doubling)).
-    pub fn is_doubling(&self) -> bool {
-        self.splitting.is_some()
     }
 
     /// Removes one copy of `item`; `false` if none matched.

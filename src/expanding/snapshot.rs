@@ -13,8 +13,9 @@ use std::hash::BuildHasher;
 use std::io::{self, Read, Write};
 
 use super::builder::is_builder_choice;
+use super::keys::Pos;
 use super::keys::{field_tail_bits, KeyMap, ANCHOR_BITS};
-use super::table::{words_for, Pos, Table, LANES};
+use super::table::{words_for, Table, LANES};
 use super::{ExpandingFilter, Splitting};
 use crate::hasher::DefaultHashBuilder;
 use crate::persist::{hasher_check, Allocation, PersistError, WordReader, WordWriter};

@@ -15,19 +15,12 @@
 //! halves, so it is copied into both. The two halves only receive that bucket's entries, so a
 //! split never overflows a bucket and never kicks.
 
-use super::keys::ANCHOR_BITS;
+use super::keys::{Pos, ANCHOR_BITS};
 use crate::sync::Ordering;
 use crate::table::BucketWords;
 
 /// Lanes per bucket.
 pub(super) const LANES: u64 = 4;
-
-/// A bucket's position: its home bucket in the first table and the bits doublings added.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Pos {
-    pub home: u64,
-    pub high: u64,
-}
 
 /// The packed lanes, segment by segment.
 pub(super) struct Table {
