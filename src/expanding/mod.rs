@@ -273,6 +273,28 @@ impl<S: BuildHasher> ExpandingFilter<S> {
         }
     }
 
+    /// Adds `item` unless it may be present already (set semantics): `Ok(true)` if it was
+    /// added, `Ok(false)` if `contains` already answered `true` for it (it, or an item whose
+    /// entry matches it, is stored). Remove an item added this way once per `Ok(true)`.
+    ///
+    /// # Errors
+    ///
+    /// As [`insert`](Self::insert).
+    ///
+    /// ```
+    /// let mut filter = atomic_cuckoo::ExpandingFilter::builder().capacity(100).build()?;
+    /// assert_eq!(filter.insert_unique("a"), Ok(true));
+    /// assert_eq!(filter.insert_unique("a"), Ok(false));
+    /// assert_eq!(filter.len(), 1);
+    /// # Ok::<(), atomic_cuckoo::BuildError>(())
+    /// ```
+    pub fn insert_unique<T: Hash + ?Sized>(&mut self, item: &T) -> Result<bool, InsertError> {
+        if self.contains(item) {
+            return Ok(false);
+        }
+        self.insert(item).map(|()| true)
+    }
+
     /// Removes one copy of `item`; `false` if none matched.
     ///
     /// Remove only items you inserted (once per insert): an item never inserted may match, and

@@ -36,3 +36,22 @@ fn default_is_the_builder_default() {
     assert_eq!(filter.max_doublings(), built.max_doublings());
     assert_eq!(format!("{filter:?}"), format!("{built:?}"));
 }
+
+#[test]
+fn insert_unique_adds_each_item_once_through_doublings() {
+    let mut filter = ExpandingFilter::builder().capacity(100).build().unwrap();
+    for round in 0..3 {
+        for x in 0..20_000u64 {
+            let added = filter.insert_unique(&x).unwrap();
+            // A new item may already match another's entry (a false positive), never later.
+            assert!(!(round > 0 && added), "round {round}: {x} added again");
+        }
+    }
+    assert!(filter.doublings() >= 7);
+    assert!(
+        filter.len() <= 20_000 && filter.len() >= 19_700,
+        "{}",
+        filter.len()
+    );
+    assert!((0..20_000u64).all(|x| filter.contains(&x)));
+}
