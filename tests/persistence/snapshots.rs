@@ -199,6 +199,11 @@ fn random_bytes_are_rejected_without_panicking() {
         if round % 3 == 1 {
             let keep = (rng.below(valid.len() as u64) as usize).min(bytes.len());
             bytes[..keep].copy_from_slice(&valid[..keep]);
+            // A random byte may complete the snapshot (its last byte kept but one): that is a
+            // valid snapshot followed by other bytes, which `read_from` rightly accepts.
+            if bytes.starts_with(&valid) {
+                continue;
+            }
         }
         // And a valid snapshot with a few random bytes overwritten.
         if round % 3 == 2 {
