@@ -467,3 +467,685 @@ fn headers_claiming_huge_tables_are_refused_without_allocating_them() {
         })
     ));
 }
+
+// ---------------------------------------------------------------- attack: a spec-written model
+
+/// Where the parts of a snapshot lie, from its header alone (FORMAT.md, as written there).
+#[derive(Clone, Debug)]
+struct Layout {
+    width: u32,
+    base: u64,
+    doublings: u32,
+    /// Old buckets of a doubling in progress (0 when none).
+    n_old: u64,
+    bitmap_at: usize,
+    bitmap_words: usize,
+    /// First word of each segment.
+    segments: Vec<usize>,
+    checksum_at: usize,
+}
+
+impl Layout {
+    fn of(words: &[u64]) -> Layout {
+        let width = (words[1] >> 32) as u32;
+        let doublings = words[2] as u32;
+        let base = words[4];
+        let doubling = words[9] != 0;
+        let n_old = if doubling { (base << doublings) / 2 } else { 0 };
+        let bitmap_words = n_old.div_ceil(64) as usize;
+        let mut at = HEADER_WORDS + bitmap_words;
+        let mut segments = Vec::new();
+        for s in 0..=doublings {
+            segments.push(at);
+            at += Self::segment_words(Self::segment_buckets(base, s), width);
+        }
+        Layout {
+            width,
+            base,
+            doublings,
+            n_old,
+            bitmap_at: HEADER_WORDS,
+            bitmap_words,
+            segments,
+            checksum_at: at,
+        }
+    }
+
+    fn segment_buckets(base: u64, s: u32) -> u64 {
+        if s == 0 {
+            base
+        } else {
+            base << (s - 1)
+        }
+    }
+
+    fn segment_words(buckets: u64, width: u32) -> usize {
+        (4 * u64::from(width) * buckets).div_ceil(64) as usize + 2
+    }
+
+    fn buckets(&self) -> u64 {
+        self.base << self.doublings
+    }
+
+    /// The first bit (in the whole word vector) of lane `lane` of overall bucket `index`.
+    fn lane_bit(&self, index: u64, lane: u64) -> u64 {
+        let high = index / self.base;
+        let s = 64 - high.leading_zeros();
+        let first = if s == 0 { 0 } else { self.base << (s - 1) };
+        let local = index - first;
+        self.segments[s as usize] as u64 * 64
+            + 4 * u64::from(self.width) * local
+            + u64::from(self.width) * lane
+    }
+
+    fn lane(&self, words: &[u64], index: u64, lane: u64) -> u64 {
+        let bit = self.lane_bit(index, lane);
+        let (w, s) = ((bit / 64) as usize, bit % 64);
+        let pair = u128::from(words[w]) | u128::from(words[w + 1]) << 64;
+        (pair >> s) as u64 & ((1u64 << self.width) - 1)
+    }
+
+    fn set_lane(&self, words: &mut [u64], index: u64, lane: u64, value: u64) {
+        assert!(value >> self.width == 0);
+        let bit = self.lane_bit(index, lane);
+        let (w, s) = ((bit / 64) as usize, bit % 64);
+        let mut pair = u128::from(words[w]) | u128::from(words[w + 1]) << 64;
+        pair &= !((((1u128) << self.width) - 1) << s);
+        pair |= u128::from(value) << s;
+        words[w] = pair as u64;
+        words[w + 1] = (pair >> 64) as u64;
+    }
+
+    fn is_split(&self, words: &[u64], old: u64) -> bool {
+        words[self.bitmap_at + (old / 64) as usize] >> (old % 64) & 1 == 1
+    }
+
+    /// Whether bucket `index` is the new half of an old bucket not split yet.
+    fn is_unsplit_new_half(&self, words: &[u64], index: u64) -> bool {
+        self.n_old != 0 && index >= self.n_old && !self.is_split(words, index - self.n_old)
+    }
+
+    /// (non-empty lanes, occupied lanes as FORMAT.md counts them).
+    fn counts(&self, words: &[u64]) -> (u64, u64) {
+        let (mut lanes, mut occupied) = (0, 0);
+        for index in 0..self.buckets() {
+            let unsplit = self.n_old != 0 && index < self.n_old && !self.is_split(words, index);
+            for lane in 0..4 {
+                let entry = self.lane(words, index, lane);
+                if entry == 0 {
+                    continue;
+                }
+                lanes += 1;
+                occupied += if unsplit && entry >> 5 == 1 { 2 } else { 1 };
+            }
+        }
+        (lanes, occupied)
+    }
+
+    /// Sets the header's occupied count to what the lanes give, and items to at most the lanes.
+    fn recount(&self, words: &mut [u64]) {
+        let (lanes, occupied) = self.counts(words);
+        words[6] = occupied;
+        words[5] = words[5].min(lanes);
+    }
+}
+
+/// Every observable answer of `a` and `b` agrees (a lighter `assert_same`, for many states).
+fn assert_agree(a: &ExpandingFilter, b: &ExpandingFilter, probes: &[u64], what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}: len");
+    assert_eq!(a.capacity(), b.capacity(), "{what}: capacity");
+    assert_eq!(a.doublings(), b.doublings(), "{what}: doublings");
+    assert_eq!(a.is_doubling(), b.is_doubling(), "{what}: is_doubling");
+    assert_eq!(a.load_factor(), b.load_factor(), "{what}: load_factor");
+    assert_eq!(
+        a.false_positive_rate(),
+        b.false_positive_rate(),
+        "{what}: false_positive_rate"
+    );
+    assert_eq!(a.buckets(), b.buckets(), "{what}: buckets");
+    for k in probes {
+        assert_eq!(a.contains(k), b.contains(k), "{what}: contains({k})");
+    }
+    let bytes = b.to_bytes();
+    assert_eq!(bytes.len(), b.snapshot_size(), "{what}: snapshot_size");
+    assert_eq!(a.to_bytes(), bytes, "{what}: saved bytes");
+}
+
+/// Saves and restores `filter` (both ways) and checks the restore against it.
+fn restored(filter: &ExpandingFilter, probes: &[u64], what: &str) -> ExpandingFilter {
+    let bytes = filter.to_bytes();
+    assert_eq!(bytes.len(), filter.snapshot_size(), "{what}: snapshot_size");
+    let whole = ExpandingFilter::from_bytes(&bytes).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+    let streamed =
+        ExpandingFilter::read_from(&bytes[..]).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+    assert_agree(filter, &whole, probes, what);
+    assert_agree(filter, &streamed, probes, what);
+    whole
+}
+
+/// The same operations on `a` and `b`, answers compared, with a save and restore of `a` every
+/// `every` operations replacing `b` (so a restore is checked in many states).
+fn drive_together(
+    a: &mut ExpandingFilter,
+    rng: &mut common::Rng,
+    ops: usize,
+    every: usize,
+    what: &str,
+) {
+    let probes: Vec<u64> = (0..300).map(|_| rng.next_u64()).collect();
+    let mut b = restored(a, &probes, what);
+    let mut inserted: Vec<u64> = Vec::new();
+    for op in 0..ops {
+        match rng.below(10) {
+            0..=5 => {
+                let k = rng.next_u64();
+                let (ra, rb) = (a.insert(&k), b.insert(&k));
+                assert_eq!(ra.is_ok(), rb.is_ok(), "{what}: op {op} insert");
+                if ra.is_ok() {
+                    inserted.push(k);
+                }
+            }
+            6 if !inserted.is_empty() => {
+                // A second copy of a stored item: doublings exhaust copies too.
+                let k = inserted[rng.below(inserted.len() as u64) as usize];
+                assert_eq!(
+                    a.insert(&k).is_ok(),
+                    b.insert(&k).is_ok(),
+                    "{what}: op {op}"
+                );
+            }
+            7 | 8 if !inserted.is_empty() => {
+                let i = rng.below(inserted.len() as u64) as usize;
+                let k = inserted.swap_remove(i);
+                assert_eq!(a.remove(&k), b.remove(&k), "{what}: op {op} remove");
+            }
+            _ => {
+                // A key never inserted: may remove a copy left behind.
+                let k = rng.next_u64();
+                assert_eq!(a.remove(&k), b.remove(&k), "{what}: op {op} stray remove");
+            }
+        }
+        if op % every == every - 1 {
+            b = restored(a, &probes, &format!("{what}, after op {op}"));
+        }
+    }
+    // (No `contains` check of `inserted`: a stray remove may take another item's entry.)
+    assert_agree(a, &b, &probes, what);
+}
+
+/// Restores match the saved filter, and go on identically, in many states: coarse rates with
+/// many doublings (entries that ran out of tail bits, and their copies, removed and not),
+/// doublings in progress, max_doublings 0 and 32, capacities 1 to 10, after clears.
+#[test]
+fn attack_restores_agree_in_many_states_and_go_on_identically() {
+    let seed = common::seed("attack expanding states");
+    let mut rng = common::Rng::new(seed);
+    let mut built = 0;
+    for (capacity, rate, max) in [
+        (1, 0.5, None),
+        (2, 0.4, Some(32)),
+        (3, 0.3, Some(0)),
+        (5, 0.5, Some(32)),
+        (7, 0.01, Some(0)),
+        (10, 0.35, None),
+        (4, 0.45, Some(32)),
+        (9, 0.001, Some(32)),
+    ] {
+        let mut builder = ExpandingFilter::builder()
+            .capacity(capacity)
+            .false_positive_rate(rate);
+        if let Some(m) = max {
+            builder = builder.max_doublings(m);
+        }
+        let Ok(mut filter) = builder.build() else {
+            println!("capacity {capacity}, rate {rate}, max {max:?}: not buildable");
+            continue;
+        };
+        built += 1;
+        let what = format!(
+            "capacity {capacity}, rate {rate}, max {:?}",
+            filter.max_doublings()
+        );
+        drive_together(&mut filter, &mut rng, 1_500, 37, &what);
+        println!(
+            "{what}: {} items, {} doublings, doubling {}, fpr {}",
+            filter.len(),
+            filter.doublings(),
+            filter.is_doubling(),
+            filter.false_positive_rate()
+        );
+        filter.clear();
+        drive_together(&mut filter, &mut rng, 400, 29, &format!("{what}, cleared"));
+        filter.finish_doubling();
+        drive_together(&mut filter, &mut rng, 200, 41, &format!("{what}, finished"));
+    }
+    assert!(built >= 6, "only {built} filters built");
+}
+
+/// A doubling in progress at a coarse rate, whose unsplit buckets hold entries with no tail
+/// bit left (counted twice in `occupied`): restored, then every later operation agrees,
+/// including the copies a split makes and the removes of them.
+#[test]
+fn attack_mid_doubling_with_exhausted_entries_round_trips() {
+    let seed = common::seed("attack exhausted mid-doubling");
+    let mut rng = common::Rng::new(seed);
+    let mut seen_exhausted = 0;
+    // At these rates, 7 or 8 planned doublings outlast the tail bits (a width of 6 tail bits,
+    // one doubling of slack): entries stored before the first doubling run out of bits.
+    for (rate, planned) in [(0.5, 7), (0.4, 8), (0.3, 7)] {
+        let mut filter = ExpandingFilter::builder()
+            .capacity(8)
+            .false_positive_rate(rate)
+            .max_doublings(planned)
+            .build()
+            .unwrap();
+        println!(
+            "rate {rate}: {} lane bits, max {}",
+            filter.lane_bits(),
+            filter.max_doublings()
+        );
+        let mut keys = Vec::new();
+        let mut refused = 0;
+        for i in 0..20_000 {
+            let k = rng.next_u64();
+            if let Err(e) = filter.insert(&k) {
+                if refused == 0 {
+                    println!("rate {rate}: first refusal {e:?} at {} items", filter.len());
+                }
+                refused += 1;
+                if refused > 50 {
+                    break;
+                }
+                continue;
+            }
+            keys.push(k);
+            if filter.is_doubling() && filter.doublings() + 6 >= filter.lane_bits() {
+                let words = words_of(&filter.to_bytes());
+                let layout = Layout::of(&words);
+                let (lanes, occupied) = layout.counts(&words);
+                assert_eq!(occupied, words[6], "the model counts as the writer");
+                if occupied > lanes && seen_exhausted < 40 {
+                    seen_exhausted += 1;
+                    let what = format!("rate {rate}, {} doublings", filter.doublings());
+                    let mut copy = filter.clone();
+                    drive_together(&mut copy, &mut rng, 120, 7, &what);
+                }
+            }
+            if i % 3 == 0 {
+                let i = rng.below(keys.len() as u64) as usize;
+                let k = keys.swap_remove(i);
+                assert!(filter.remove(&k));
+            }
+        }
+        println!("rate {rate}: reached {} doublings", filter.doublings());
+    }
+    println!("{seen_exhausted} states with uncopied exhausted entries checked");
+    assert!(seen_exhausted > 0);
+}
+
+/// A doubling in progress at a coarse rate with an unsplit old bucket holding an entry with
+/// no tail bit left (so occupied > non-empty lanes), and its layout.
+fn exhausted_mid_doubling(seed: u64) -> (ExpandingFilter, Vec<u64>, Layout) {
+    let mut rng = common::Rng::new(seed);
+    let mut filter = ExpandingFilter::builder()
+        .capacity(8)
+        .false_positive_rate(0.5)
+        .max_doublings(7)
+        .build()
+        .unwrap();
+    for _ in 0..20_000 {
+        let _ = filter.insert(&rng.next_u64());
+        if filter.is_doubling() {
+            let words = words_of(&filter.to_bytes());
+            let layout = Layout::of(&words);
+            let (lanes, occupied) = layout.counts(&words);
+            if occupied > lanes {
+                return (filter, words, layout);
+            }
+        }
+    }
+    panic!("no doubling in progress with exhausted entries (seed {seed})");
+}
+
+/// Multi-field forgeries, each resealed: every one is refused with the error the spec names.
+#[test]
+fn attack_forged_fields_get_typed_errors() {
+    let seed = common::seed("attack forged fields");
+    let (filter, words, layout) = exhausted_mid_doubling(seed);
+    let (lanes, occupied) = layout.counts(&words);
+    println!(
+        "{} doublings, n_old {}, {lanes} lanes, {occupied} occupied",
+        layout.doublings, layout.n_old
+    );
+    let forge = |f: &dyn Fn(&mut Vec<u64>)| {
+        let mut w = words.clone();
+        f(&mut w);
+        let bytes = resealed(w);
+        let streamed = ExpandingFilter::read_from(&bytes[..]);
+        let whole = ExpandingFilter::from_bytes(&bytes);
+        assert_eq!(
+            format!("{:?}", streamed.as_ref().err()),
+            format!("{:?}", whole.as_ref().err())
+        );
+        whole
+    };
+    let invalid = |r: Result<ExpandingFilter, PersistError>, what: &str| match r {
+        Err(PersistError::InvalidParameter { field }) if field.contains(what) => {}
+        other => panic!("{what}: {other:?}"),
+    };
+    let mismatch = |r: Result<ExpandingFilter, PersistError>, what: &str| match r {
+        Err(PersistError::CountMismatch { what: w, .. }) if w.contains(what) => {}
+        other => panic!("{what}: {other:?}"),
+    };
+    // Rates: NaN, ±inf, 0, 1, negative, above 1, a subnormal.
+    for rate in [
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        0.0,
+        -0.0,
+        1.0,
+        -0.5,
+        1.5,
+    ] {
+        invalid(forge(&|w| w[3] = rate.to_bits()), "rate");
+    }
+    assert!(forge(&|w| w[3] = 1).is_err()); // 5e-324
+                                            // Another rate, where this width is not the builder's.
+    invalid(forge(&|w| w[3] = 0.01f64.to_bits()), "not the builder's");
+    // A lane width one off for the rate.
+    for width in [layout.width - 1, layout.width + 1, 6, 33, 0, u32::MAX] {
+        assert!(
+            matches!(
+                forge(&|w| w[1] = w[1] & 0xffff_ffff | u64::from(width) << 32),
+                Err(PersistError::InvalidParameter { .. })
+            ),
+            "width {width}"
+        );
+    }
+    // Doublings past max_doublings; max_doublings other than the builder's.
+    invalid(forge(&|w| w[2] = 7 << 32 | 8), "doublings");
+    invalid(forge(&|w| w[2] = u64::from(layout.doublings)), "doublings");
+    invalid(
+        forge(&|w| w[2] = 8 << 32 | u64::from(layout.doublings)),
+        "max_doublings",
+    );
+    // Base odd, 0, 1, past 2^32 (even), u64::MAX.
+    for base in [layout.base + 1, 0, 1, (1 << 32) + 2, u64::MAX, 1 << 63] {
+        invalid(forge(&|w| w[4] = base), "bucket count");
+    }
+    // Items: more than the non-empty lanes (but not more than occupied), past occupied.
+    mismatch(forge(&|w| w[5] = lanes + 1), "item count");
+    mismatch(forge(&|w| w[5] = occupied), "item count");
+    invalid(forge(&|w| w[5] = occupied + 1), "item or lane count");
+    invalid(forge(&|w| w[5] = u64::MAX), "item or lane count");
+    // Occupied off by one either way, and as the non-empty lanes (copies not counted).
+    for occ in [occupied - 1, occupied + 1, lanes] {
+        mismatch(forge(&|w| w[6] = occ), "occupied");
+    }
+    invalid(forge(&|w| w[6] = u64::MAX), "item or lane count");
+    invalid(forge(&|w| w[7] = 0), "kick generator");
+    // The split position: next past n_old, left past n_old − next, left 0 with next set,
+    // left one off (the bitmap then disagrees), next beyond an unsplit bucket.
+    let (next, left) = (words[8], words[9]);
+    invalid(forge(&|w| w[8] = layout.n_old), "split position");
+    invalid(forge(&|w| w[9] = layout.n_old - next + 1), "split position");
+    if left > 1 {
+        invalid(forge(&|w| w[9] = left - 1), "split bitmap");
+    }
+    invalid(forge(&|w| w[9] = left + 1), "split bitmap");
+    let first_unsplit = (0..layout.n_old)
+        .find(|&i| !layout.is_split(&words, i))
+        .unwrap();
+    invalid(forge(&|w| w[8] = first_unsplit + 1), "split bitmap");
+    // A bit past the old buckets (n_old is not a multiple of 64), with one unsplit bucket's
+    // bit cleared elsewhere to keep the count: still refused.
+    // Marking an unsplit bucket split keeps the bitmap consistent only with left − 1: then
+    // the lanes are counted differently, so `occupied` must follow (or a CountMismatch).
+    let unsplit_with_exhausted = (0..layout.n_old)
+        .find(|&i| {
+            !layout.is_split(&words, i) && (0..4).any(|l| layout.lane(&words, i, l) >> 5 == 1)
+        })
+        .unwrap();
+    mismatch(
+        forge(&|w| {
+            let i = unsplit_with_exhausted;
+            w[layout.bitmap_at + (i / 64) as usize] |= 1 << (i % 64);
+            w[9] -= 1;
+        }),
+        "occupied",
+    );
+    // The new half of an unsplit bucket non-empty (counts made right).
+    invalid(
+        forge(&|w| {
+            let entry = layout.lane(w, unsplit_with_exhausted, 0).max(1 << 5 | 3);
+            layout.set_lane(w, unsplit_with_exhausted + layout.n_old, 0, entry);
+            layout.recount(w);
+        }),
+        "half",
+    );
+    // A lane with an anchor but no marker, in the last segment.
+    let writable = (layout.n_old..layout.buckets())
+        .rev()
+        .find(|&i| !layout.is_unsplit_new_half(&words, i))
+        .unwrap();
+    invalid(
+        forge(&|w| {
+            layout.set_lane(w, writable, 3, 0b10110);
+            layout.recount(w);
+        }),
+        "marker",
+    );
+    // Bits past the last bucket of every segment: in the bucket bits' last word, and in each
+    // spare word.
+    for (s, &start) in layout.segments.iter().enumerate() {
+        let buckets = Layout::segment_buckets(layout.base, s as u32);
+        let end_bit = 4 * u64::from(layout.width) * buckets;
+        let words_n = Layout::segment_words(buckets, layout.width);
+        let mut bits = vec![(words_n - 1) as u64 * 64 + 63, (words_n - 2) as u64 * 64];
+        if !end_bit.is_multiple_of(64) {
+            bits.push(end_bit);
+        }
+        for bit in bits {
+            invalid(
+                forge(&|w| w[start + (bit / 64) as usize] |= 1 << (bit % 64)),
+                "past its last bucket",
+            );
+        }
+    }
+    // Truncated inside the bitmap and inside each segment; the hasher check.
+    let bytes = filter.to_bytes();
+    for at in [
+        layout.bitmap_at * 8 + 1,
+        (layout.bitmap_at + layout.bitmap_words) * 8 - 3,
+        layout.segments[layout.doublings as usize] * 8 + 8,
+        layout.checksum_at * 8,
+    ] {
+        assert!(matches!(
+            ExpandingFilter::read_from(&bytes[..at]),
+            Err(PersistError::Truncated)
+        ));
+        assert!(matches!(
+            ExpandingFilter::from_bytes(&bytes[..at]),
+            Err(PersistError::Truncated)
+        ));
+    }
+    assert!(matches!(
+        forge(&|w| w[10] ^= 1),
+        Err(PersistError::HasherMismatch)
+    ));
+}
+
+/// Random spec-valid forgeries (lanes anywhere a filter may hold them, splits marked, counts
+/// and position made consistent), resealed: each must be accepted, and the filter must then
+/// take any operation without a panic and save and restore exactly.
+#[test]
+fn attack_forged_but_valid_snapshots_are_accepted_and_usable() {
+    let seed = common::seed("attack forged valid");
+    let mut rng = common::Rng::new(seed);
+    let (_, words, layout) = exhausted_mid_doubling(seed);
+    let small_words = words_of(&small().0.to_bytes());
+    let small_layout = Layout::of(&small_words);
+    let plain = {
+        let mut f = small().0;
+        f.finish_doubling();
+        f
+    };
+    let plain_words = words_of(&plain.to_bytes());
+    let plain_layout = Layout::of(&plain_words);
+    let bases = [
+        (&words, &layout),
+        (&small_words, &small_layout),
+        (&plain_words, &plain_layout),
+    ];
+    let mut accepted = 0;
+    for round in 0..60 {
+        let (base_words, layout) = bases[round % bases.len()];
+        let mut w = base_words.clone();
+        // Mark some unsplit buckets at or past `next` split.
+        if layout.n_old != 0 {
+            for _ in 0..rng.below(4) {
+                let i = w[8] + rng.below(layout.n_old - w[8]);
+                if !layout.is_split(&w, i) && w[9] > 1 {
+                    w[layout.bitmap_at + (i / 64) as usize] |= 1 << (i % 64);
+                    w[9] -= 1;
+                }
+            }
+        }
+        // Random lanes: full-width entries, entries with no tail bit, empties.
+        let tail_bits = layout.width - 6;
+        for _ in 0..rng.below(4 * layout.buckets()) {
+            let index = rng.below(layout.buckets());
+            if layout.is_unsplit_new_half(&w, index) {
+                continue;
+            }
+            let anchor = rng.below(32);
+            let tail = rng.below(u64::from(tail_bits) + 1);
+            let value = match rng.below(4) {
+                0 => 0,
+                1 => 1 << 5 | anchor,
+                _ => ((1 << tail) | rng.below(1 << tail)) << 5 | anchor,
+            };
+            layout.set_lane(&mut w, index, rng.below(4), value);
+        }
+        layout.recount(&mut w);
+        w[5] = rng.below(w[5] + 1);
+        w[7] = rng.next_u64() | 1;
+        let bytes = resealed(w);
+        let mut f = match ExpandingFilter::from_bytes(&bytes) {
+            Ok(f) => f,
+            Err(e) => panic!("round {round}: a spec-valid forgery refused: {e:?}"),
+        };
+        accepted += 1;
+        let mut streamed = ExpandingFilter::read_from(&bytes[..]).unwrap();
+        let mut clone = f.clone();
+        assert_eq!(f.to_bytes(), bytes, "round {round}: saved differently");
+        // Everything at once, the same on all three.
+        let what = format!("round {round}");
+        let probes: Vec<u64> = (0..200).map(|_| rng.next_u64()).collect();
+        for (i, k) in probes.iter().enumerate() {
+            let r = f.insert(k).is_ok();
+            assert_eq!(r, streamed.insert(k).is_ok(), "{what}");
+            assert_eq!(r, clone.insert(k).is_ok(), "{what}");
+            let stray = k.rotate_left(17);
+            let r = f.remove(&stray);
+            assert_eq!(r, streamed.remove(&stray), "{what}");
+            assert_eq!(r, clone.remove(&stray), "{what}");
+            if i % 50 == 0 {
+                let _ = (
+                    f.capacity(),
+                    f.load_factor(),
+                    f.false_positive_rate(),
+                    f.len(),
+                );
+                restored(&f, &probes, &what);
+            }
+        }
+        f.finish_doubling();
+        streamed.finish_doubling();
+        let _ = f.clone();
+        assert_agree(&f, &streamed, &probes, &what);
+        restored(&f, &probes, &what);
+        f.clear();
+        restored(&f, &probes, &what);
+    }
+    println!("{accepted} forged snapshots accepted and used");
+}
+
+/// A reader that hands out one byte per `read`: `read_from` must still stop right after the
+/// snapshot, and a second one (another shape) must follow.
+#[test]
+fn attack_read_from_stops_at_the_end_of_each_snapshot_of_a_byte_stream() {
+    struct Trickle<'a>(&'a [u8]);
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(1).min(self.0.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+    let (first, _) = small();
+    let second = ExpandingFilter::builder()
+        .capacity(3)
+        .max_doublings(0)
+        .build()
+        .unwrap();
+    let stream = [first.to_bytes(), second.to_bytes(), b"after".to_vec()].concat();
+    let mut reader = Trickle(&stream);
+    let a = ExpandingFilter::read_from(&mut reader).unwrap();
+    let b = ExpandingFilter::read_from(&mut reader).unwrap();
+    assert_eq!(reader.0, b"after");
+    assert_agree(&first, &a, &[1, 2, 3], "first");
+    assert_agree(&second, &b, &[1, 2, 3], "second");
+    // The rest is not a snapshot, and a stream that stops inside the header is truncated.
+    assert!(matches!(
+        ExpandingFilter::read_from(&mut reader),
+        Err(PersistError::Truncated)
+    ));
+    let mut concatenated = [second.to_bytes(), second.to_bytes()].concat();
+    assert!(matches!(
+        ExpandingFilter::from_bytes(&concatenated),
+        Err(PersistError::TrailingBytes { extra }) if extra == second.snapshot_size()
+    ));
+    concatenated.truncate(second.snapshot_size() + 5);
+    assert!(matches!(
+        ExpandingFilter::from_bytes(&concatenated),
+        Err(PersistError::TrailingBytes { extra: 5 })
+    ));
+}
+
+/// A split bitmap with a bit set past the old buckets (their count not a multiple of 64),
+/// alone or with the count kept by clearing a split bit: refused.
+#[test]
+fn attack_split_bits_past_the_old_buckets_are_refused() {
+    let (filter, _) = small();
+    let words = words_of(&filter.to_bytes());
+    let layout = Layout::of(&words);
+    assert_ne!(layout.n_old % 64, 0, "n_old {}", layout.n_old);
+    let next = words[8];
+    let forge = |f: &dyn Fn(&mut Vec<u64>)| {
+        let mut w = words.clone();
+        f(&mut w);
+        let bytes = resealed(w);
+        assert!(ExpandingFilter::read_from(&bytes[..]).is_err());
+        ExpandingFilter::from_bytes(&bytes)
+    };
+    let invalid = |r: Result<ExpandingFilter, PersistError>, what: &str| match r {
+        Err(PersistError::InvalidParameter { field }) if field.contains(what) => {}
+        other => panic!("{what}: {other:?}"),
+    };
+    let last = layout.bitmap_at + layout.bitmap_words - 1;
+    invalid(forge(&|w| w[last] |= 1 << 63), "split bitmap");
+    let some_split = (next..layout.n_old)
+        .find(|&i| layout.is_split(&words, i))
+        .unwrap_or(next.saturating_sub(1));
+    assert!(layout.is_split(&words, some_split));
+    invalid(
+        forge(&|w| {
+            w[last] |= 1 << 63;
+            w[layout.bitmap_at + (some_split / 64) as usize] &= !(1 << (some_split % 64));
+        }),
+        "split bitmap",
+    );
+}
