@@ -233,9 +233,8 @@ fn count_lanes(
                 return invalid("lane (no marker bit)");
             }
             let tail = field_tail_bits(field);
-            if tail > tail_bits {
-                return invalid("lane (more tail bits than a new entry)");
-            }
+            // A lane's field has `tail_bits + 1` bits, so its marker leaves at most `tail_bits`.
+            debug_assert!(tail <= tail_bits);
             counts.lanes += 1;
             // An unsplit old bucket is counted as its split will leave it (see `double`).
             match (unsplit, tail) {
