@@ -588,14 +588,22 @@ fn expected_len(bytes: &[u8]) -> Result<usize, PersistError> {
 /// deserializing goes through the same validation as [`ExpandingFilter::from_bytes`].
 #[cfg(feature = "serde")]
 mod serde_impl {
-    use std::fmt;
     use std::hash::BuildHasher;
-    use std::marker::PhantomData;
 
-    use serde::de::{self, SeqAccess, Visitor};
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     use super::ExpandingFilter;
+    use crate::persist::serde_impl::{deserialize_snapshot, SnapshotBytes};
+    use crate::persist::PersistError;
+
+    impl<S: BuildHasher + Default> SnapshotBytes for ExpandingFilter<S> {
+        const EXPECTING: &'static str = "the bytes of an atomic-cuckoo ExpandingFilter snapshot";
+        type Hasher = S;
+
+        fn from_snapshot(bytes: &[u8], hasher: S) -> Result<Self, PersistError> {
+            ExpandingFilter::from_bytes_with_hasher(bytes, hasher)
+        }
+    }
 
     #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
     impl<S: BuildHasher> Serialize for ExpandingFilter<S> {
@@ -609,35 +617,7 @@ mod serde_impl {
     #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
     impl<'de, S: BuildHasher + Default> Deserialize<'de> for ExpandingFilter<S> {
         fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-            deserializer.deserialize_bytes(SnapshotVisitor(PhantomData))
-        }
-    }
-
-    struct SnapshotVisitor<S>(PhantomData<S>);
-
-    impl<'de, S: BuildHasher + Default> Visitor<'de> for SnapshotVisitor<S> {
-        type Value = ExpandingFilter<S>;
-
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("the bytes of an atomic-cuckoo ExpandingFilter snapshot")
-        }
-
-        fn visit_bytes<E: de::Error>(self, bytes: &[u8]) -> Result<Self::Value, E> {
-            ExpandingFilter::from_bytes_with_hasher(bytes, S::default()).map_err(E::custom)
-        }
-
-        fn visit_byte_buf<E: de::Error>(self, bytes: Vec<u8>) -> Result<Self::Value, E> {
-            self.visit_bytes(&bytes)
-        }
-
-        /// Formats without a bytes type (JSON) give a sequence of numbers; the buffer grows
-        /// with the elements actually present, not with a size hint from the input.
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-            let mut bytes = Vec::new();
-            while let Some(b) = seq.next_element::<u8>()? {
-                bytes.push(b);
-            }
-            self.visit_bytes(&bytes)
+            deserialize_snapshot(deserializer)
         }
     }
 }

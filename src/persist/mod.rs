@@ -8,7 +8,7 @@
 mod checksum;
 mod format;
 #[cfg(feature = "serde")]
-mod serde_impl;
+pub(crate) mod serde_impl;
 
 use std::fmt;
 use std::hash::BuildHasher;

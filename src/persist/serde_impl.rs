@@ -1,5 +1,6 @@
 //! `serde` support (feature `serde`): a filter serializes as its snapshot bytes, and
-//! deserializing goes through the same validation as [`CuckooFilter::from_bytes`].
+//! deserializing goes through the same validation as [`CuckooFilter::from_bytes`] (or
+//! [`ExpandingFilter::from_bytes`](crate::ExpandingFilter::from_bytes)).
 
 use std::fmt;
 use std::hash::BuildHasher;
@@ -8,7 +9,34 @@ use std::marker::PhantomData;
 use serde::de::{self, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::PersistError;
 use crate::filter::CuckooFilter;
+
+/// A filter that is serialized as its snapshot bytes.
+pub(crate) trait SnapshotBytes: Sized {
+    /// What the deserializer expects, for its error messages.
+    const EXPECTING: &'static str;
+    /// The hasher a deserialized filter gets.
+    type Hasher: Default;
+    /// Restores a snapshot, validated, with `hasher`.
+    fn from_snapshot(bytes: &[u8], hasher: Self::Hasher) -> Result<Self, PersistError>;
+}
+
+/// Deserializes a filter from its snapshot bytes, with its hasher's default.
+pub(crate) fn deserialize_snapshot<'de, F: SnapshotBytes, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<F, D::Error> {
+    deserializer.deserialize_bytes(SnapshotVisitor(PhantomData))
+}
+
+impl<S: BuildHasher + Default> SnapshotBytes for CuckooFilter<S> {
+    const EXPECTING: &'static str = "the bytes of an atomic-cuckoo snapshot";
+    type Hasher = S;
+
+    fn from_snapshot(bytes: &[u8], hasher: S) -> Result<Self, PersistError> {
+        CuckooFilter::from_bytes_with_hasher(bytes, hasher)
+    }
+}
 
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 impl<S: BuildHasher> Serialize for CuckooFilter<S> {
@@ -22,21 +50,21 @@ impl<S: BuildHasher> Serialize for CuckooFilter<S> {
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 impl<'de, S: BuildHasher + Default> Deserialize<'de> for CuckooFilter<S> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_bytes(SnapshotVisitor(PhantomData))
+        deserialize_snapshot(deserializer)
     }
 }
 
-struct SnapshotVisitor<S>(PhantomData<S>);
+struct SnapshotVisitor<F>(PhantomData<F>);
 
-impl<'de, S: BuildHasher + Default> Visitor<'de> for SnapshotVisitor<S> {
-    type Value = CuckooFilter<S>;
+impl<'de, F: SnapshotBytes> Visitor<'de> for SnapshotVisitor<F> {
+    type Value = F;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the bytes of an atomic-cuckoo snapshot")
+        f.write_str(F::EXPECTING)
     }
 
     fn visit_bytes<E: de::Error>(self, bytes: &[u8]) -> Result<Self::Value, E> {
-        CuckooFilter::from_bytes_with_hasher(bytes, S::default()).map_err(E::custom)
+        F::from_snapshot(bytes, F::Hasher::default()).map_err(E::custom)
     }
 
     fn visit_byte_buf<E: de::Error>(self, bytes: Vec<u8>) -> Result<Self::Value, E> {
