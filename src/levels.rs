@@ -688,6 +688,8 @@ impl Levels {
             let levels = self.count();
             let newest = self.level(levels - 1);
             let key = newest.key(hash);
+            #[cfg(test)]
+            insert_pause::run();
             match newest.insert(key, Multiset) {
                 Ok(Placed::Inserted | Placed::AlreadyPresent) => {
                     self.after_insert(levels, hash);
@@ -1074,6 +1076,95 @@ impl Drop for Levels {
     /// its memory (a thread left running would hold that level until it is done).
     fn drop(&mut self) {
         self.discard_prepared();
+    }
+}
+
+/// A pause, for tests, between the moment an insert has chosen the newest level and its
+/// stores: set on one thread, it runs once, on that thread's next insert.
+#[cfg(test)]
+mod insert_pause {
+    use std::cell::RefCell;
+
+    thread_local! {
+        static HOOK: RefCell<Option<Box<dyn FnOnce()>>> = RefCell::new(None);
+    }
+
+    /// Runs `hook` in this thread's next insert, after it chose its level.
+    #[cfg(not(loom))]
+    pub(super) fn set(hook: Box<dyn FnOnce()>) {
+        HOOK.with(|h| *h.borrow_mut() = Some(hook));
+    }
+
+    pub(super) fn run() {
+        if let Some(hook) = HOOK.with(|h| h.borrow_mut().take()) {
+            hook();
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod release_tests {
+    use std::sync::mpsc;
+
+    use super::*;
+
+    /// An insert that chose the newest level, and then found it released (a newer level was
+    /// added and the chosen one emptied and released meanwhile), stores nothing there and goes
+    /// to the newest level: the item is found, and the released level stays empty.
+    #[test]
+    fn an_insert_whose_level_was_released_meanwhile_goes_to_the_newest() {
+        let plan = GrowthPlan {
+            factor: 2,
+            max_levels: 4,
+            base_capacity: 1_000,
+            width: WidthRule::Fixed(16),
+            layout: LayoutKind::Packed,
+        };
+        let first = Table::new(plan.level_shape(0).unwrap(), Limits::DEFAULT, false).unwrap();
+        let levels = Levels::new(first, plan, Limits::DEFAULT, false);
+        let probe = 0x5eed_u64.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let mut hashes = (1u64..).map(|i| i.wrapping_mul(0xd1b5_4a32_d192_ed03));
+        let (paused, wait_paused) = mpsc::channel();
+        let (resume, wait_resume) = mpsc::channel::<()>();
+        std::thread::scope(|scope| {
+            let inserter = scope.spawn(|| {
+                insert_pause::set(Box::new(move || {
+                    paused.send(()).unwrap();
+                    wait_resume.recv().unwrap();
+                }));
+                levels.insert(probe).unwrap();
+            });
+            // The inserter has chosen level 0, the newest. Fill it until a level is added, then
+            // take out everything level 0 holds and release it.
+            wait_paused.recv().unwrap();
+            let mut in_level_0 = Vec::new();
+            while levels.count() == 1 {
+                let hash = hashes.next().unwrap();
+                levels.insert(hash).unwrap();
+                if levels.count() == 1 {
+                    in_level_0.push(hash);
+                }
+            }
+            for hash in &in_level_0 {
+                assert!(levels.remove(*hash));
+            }
+            assert_eq!(levels.level(0).len(), 0);
+            assert_eq!(levels.release_empty_levels(), 1);
+            assert!(levels.level(0).is_released());
+            resume.send(()).unwrap();
+            inserter.join().unwrap();
+        });
+        assert_eq!(levels.count_copies(probe), 1);
+        assert_eq!(
+            levels.level(0).len(),
+            0,
+            "nothing stored in the released level"
+        );
+        assert_eq!(
+            levels.level(1).len(),
+            2,
+            "the probe and the item that added level 1"
+        );
     }
 }
 
