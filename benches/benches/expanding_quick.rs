@@ -101,7 +101,7 @@ fn main() {
         if let Some(d) = run.doublings {
             builder = builder.max_doublings(d);
         }
-        let mut expanding = builder.build().unwrap();
+        let expanding = builder.build().unwrap();
         let levels = CuckooFilter::builder()
             .capacity(run.capacity)
             .false_positive_rate(rate)

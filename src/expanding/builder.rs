@@ -12,7 +12,7 @@ use std::hash::BuildHasher;
 
 use super::keys::{KeyMap, ANCHOR_BITS};
 use super::table::{Table, LANES};
-use super::{ExpandingFilter, MAX_LOAD};
+use super::{ExpandingFilter, Parts, Totals, MAX_LOAD};
 use crate::error::BuildError;
 use crate::hasher::DefaultHashBuilder;
 
@@ -138,24 +138,24 @@ impl<S> ExpandingBuilder<S> {
         if base > 1 << 32 {
             return Err(too_large);
         }
-        let table = Table::new(base, entry_bits + 1).map_err(|bytes| match bytes {
-            usize::MAX => too_large,
-            bytes => BuildError::AllocationFailed { bytes },
-        })?;
-        Ok(ExpandingFilter {
+        let max_doublings = doublings_allowed(rate, entry_bits).min(MAX_DOUBLINGS);
+        let table =
+            Table::new(base, entry_bits + 1, max_doublings).map_err(|bytes| match bytes {
+                usize::MAX => too_large,
+                bytes => BuildError::AllocationFailed { bytes },
+            })?;
+        Ok(ExpandingFilter::from_parts(Parts {
             keys: KeyMap::new(base),
             table,
+            max_doublings,
+            tail_bits: entry_bits - ANCHOR_BITS,
+            target: rate,
+            hasher: self.hasher,
             doublings: 0,
             splitting: None,
-            max_doublings: doublings_allowed(rate, entry_bits).min(MAX_DOUBLINGS),
-            tail_bits: entry_bits - ANCHOR_BITS,
-            items: 0,
-            occupied: 0,
-            by_tail: [0; 32],
-            target: rate,
+            totals: Totals::default(),
             rng: 0x2545_f491_4f6c_dd1d,
-            hasher: self.hasher,
-        })
+        }))
     }
 }
 

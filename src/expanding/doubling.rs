@@ -1,115 +1,233 @@
 //! A doubling spread over the inserts after it: the new buckets are added at once, and old
 //! buckets are split in order (two per insert) or when an operation is about to touch them.
+//!
+//! Concurrency. A doubling is begun under the grow lock, with every writer held back for a
+//! moment (a freeze of the stripes): it adds the segment and a bitmap with a bit set per old
+//! bucket, shifts the counters, and publishes the new count (Release). A split takes the
+//! stripes of both halves, moves the entries, and clears the bucket's bit (Release) before it
+//! lets them go. A lookup that reads a bit set reads the old bucket under the old bucket's
+//! stripe, which the split holds while it clears the bit; one that reads it clear reads the
+//! new bucket under its stripe (see `ExpandingFilter::lookup`). Every writer splits the
+//! buckets it is about to touch, locks, and checks under its stripes that the count did not
+//! change.
 
 use std::hash::BuildHasher;
 
 use super::keys::{low_mask, Key, Pos};
-use super::{ExpandingFilter, Splitting};
+use super::table::words_for;
+use super::ExpandingFilter;
 use crate::error::InsertError;
+use crate::sync::Ordering;
+use crate::table::BucketWords;
 
 impl<S: BuildHasher> ExpandingFilter<S> {
-    /// Begins a doubling: finishes the one before, if any, and adds the new buckets, which the
-    /// inserts after it split into.
-    pub(super) fn double(&mut self) -> Result<(), InsertError> {
-        self.finish_doubling();
-        let bytes = self.table.next_segment_bytes();
-        let old = self.table.buckets();
-        let mut split = Vec::new();
-        if bytes == usize::MAX || split.try_reserve_exact(old.div_ceil(64) as usize).is_err() {
-            return Err(InsertError::GrowthFailed { bytes });
+    /// Begins doubling `k + 1`, unless another writer did since this one saw `k` doublings:
+    /// finishes doubling `k`, adds the new buckets (which the inserts after it split into),
+    /// and publishes the count.
+    pub(super) fn double(&self, k: u32) -> Result<(), InsertError> {
+        let _grow = self.grow.lock();
+        if self.doublings_now() != k {
+            return Ok(());
         }
-        split.resize(old.div_ceil(64) as usize, 0);
+        self.finish_doubling();
+        let old = self.table.buckets(k);
+        let failed = |bytes| InsertError::GrowthFailed { bytes };
+        let segment_bytes = words_for(old, self.table.width()).map_or(usize::MAX, |w| w * 8);
+        let next = k as usize + 1;
+        let bitmap =
+            BucketWords::zeroed(old.div_ceil(64) as usize, false).map_err(|f| failed(f.bytes))?;
         self.table
-            .add_segment()
-            .map_err(|bytes| InsertError::GrowthFailed { bytes })?;
-        self.doublings += 1;
-        self.splitting = Some(Splitting {
-            split,
-            next: 0,
-            left: old,
-        });
-        // Counted as if split already: each entry loses a tail bit, and one with none left
-        // becomes two (lanes included). Removes split a bucket before they touch it, so this
-        // stays exact.
-        let exhausted = self.by_tail[0];
-        self.occupied += exhausted;
-        self.by_tail.copy_within(1.., 0);
-        self.by_tail[31] = 0;
-        self.by_tail[0] += 2 * exhausted;
+            .add_segment(next)
+            .map_err(|_| failed(segment_bytes))?;
+        // Every bit set: no bucket is split yet. The last word's bits past the old buckets
+        // stay clear, so that a finished doubling's bitmap is all zeros.
+        for (i, word) in bitmap.iter().enumerate() {
+            let first = i as u64 * 64;
+            let bits = if old - first >= 64 {
+                u64::MAX
+            } else {
+                low_mask((old - first) as u32)
+            };
+            // Relaxed: published by the Release store of the count below.
+            word.store(bits, Ordering::Relaxed);
+        }
+        let _ = self.bitmaps[next].set(bitmap);
+        let frozen = self.stripes.freeze();
+        // The splits of doubling `k` each counted down under their stripes, which the freeze
+        // waited for.
+        debug_assert_eq!(self.left.load(Ordering::Relaxed), 0);
+        for shard in self.counts.iter() {
+            // Counted as if split already: each entry loses a tail bit, and one with none left
+            // becomes two (lanes included). Writers split a bucket before they touch it, so
+            // this stays exact. Relaxed: no writer runs (the freeze).
+            let mut by_tail: Vec<u64> = shard
+                .by_tail
+                .iter()
+                .map(|c| c.load(Ordering::Relaxed))
+                .collect();
+            let exhausted = by_tail[0];
+            by_tail.remove(0);
+            by_tail.push(0);
+            by_tail[0] = by_tail[0].wrapping_add(exhausted.wrapping_mul(2));
+            for (count, value) in shard.by_tail.iter().zip(by_tail) {
+                count.store(value, Ordering::Relaxed);
+            }
+            let occupied = shard.occupied.load(Ordering::Relaxed);
+            shard
+                .occupied
+                .store(occupied.wrapping_add(exhausted), Ordering::Relaxed);
+        }
+        self.next.store(0, Ordering::Relaxed);
+        self.left.store(old, Ordering::Relaxed);
+        // Release: a thread that sees the new count sees the segment, the bitmap and `left`.
+        self.doublings.store(u64::from(k) + 1, Ordering::Release);
+        drop(frozen);
         Ok(())
     }
 
-    /// Splits the old bucket of a (current) position, if a doubling has not split it yet.
-    pub(super) fn split_at(&mut self, pos: Pos) {
-        if self.splitting.is_some() {
-            let k = self.doublings - 1;
+    /// Splits the old bucket of `pos` (a position after `k` doublings), if doubling `k` is in
+    /// progress and has not split it yet.
+    pub(super) fn split_at(&self, pos: Pos, k: u32) {
+        if k > 0 && self.left.load(Ordering::Relaxed) > 0 {
             let old = Pos {
                 home: pos.home,
-                high: pos.high & low_mask(k),
+                high: pos.high & low_mask(k - 1),
             };
-            self.split_old(old);
+            self.split_old(old, k);
         }
     }
 
-    /// Splits both of `key`'s buckets, if a doubling has not split them yet.
-    pub(super) fn split_buckets_of(&mut self, key: &Key) {
-        if self.splitting.is_some() {
+    /// Splits both of `key`'s buckets, if doubling `k` is in progress and has not split them.
+    pub(super) fn split_buckets_of(&self, key: &Key, k: u32) {
+        // Relaxed: a hint; `split_old` decides under the stripes.
+        if k > 0 && self.left.load(Ordering::Relaxed) > 0 {
             for side in 0..2 {
-                self.split_old(key.pos(side, self.doublings - 1));
+                self.split_old(key.pos(side, k - 1), k);
             }
         }
     }
 
-    /// Splits the old bucket at `old` unless it is split already.
-    fn split_old(&mut self, old: Pos) {
-        let index = self.old_index(old);
-        let Some(splitting) = &mut self.splitting else {
+    /// Splits the old bucket at `old` of doubling `k` unless it is split already (or the
+    /// table doubled again).
+    fn split_old(&self, old: Pos, k: u32) {
+        if !self.is_unsplit(k, old) {
             return;
+        }
+        let upper = Pos {
+            home: old.home,
+            high: old.high + (1 << (k - 1)),
         };
-        if splitting.is_split(index) {
-            return;
+        let last = {
+            let _held = self.lock_pair(old, upper);
+            if !self.still(k) || !self.is_unsplit(k, old) {
+                return;
+            }
+            // The copies it makes were counted when the doubling began.
+            self.table.split(old, k - 1);
+            if !cfg!(loom_mutant = "expanding_bit_after_unlock") {
+                self.clear_split_bit(k, old);
+            }
+            // AcqRel: the decrement that reaches 0 is read (Acquire) by lookups that then skip
+            // the bitmap; every split's decrement is in its release sequence. Under the
+            // stripes, so that a freeze finds the count settled.
+            self.left.fetch_sub(1, Ordering::AcqRel) == 1
+        };
+        if cfg!(loom_mutant = "expanding_bit_after_unlock") {
+            self.clear_split_bit(k, old);
         }
-        splitting.split[(index / 64) as usize] |= 1 << (index % 64);
-        splitting.left -= 1;
-        if splitting.left == 0 {
-            self.splitting = None;
+        if last {
+            self.give_back_bitmap(k as usize);
         }
-        // The copies it makes were counted when the doubling began.
-        self.table.split(old, self.doublings - 1);
+    }
+
+    /// Clears the bit of old bucket `old` of doubling `k`, whose stripe the caller holds.
+    fn clear_split_bit(&self, k: u32, old: Pos) {
+        let index = self.old_index(old);
+        let bitmap = self.bitmaps[k as usize]
+            .get()
+            .expect("a doubling's bitmap is set before it is published");
+        // Release: a lookup that reads the bit clear (Acquire) then reads the new bucket's
+        // stripe version no older than our lock of it.
+        bitmap[(index / 64) as usize].fetch_and(!(1 << (index % 64)), Ordering::Release);
+    }
+
+    /// Gives back the pages of doubling `d`'s bitmap, now all zeros: it stays readable (as
+    /// zeros, "split"), and no bit is set again.
+    pub(super) fn give_back_bitmap(&self, d: usize) {
+        if let Some(bitmap) = self.bitmaps[d].get() {
+            let given = bitmap.give_back();
+            let kept = (bitmap.len() * 8).saturating_sub(given) as u64;
+            // Relaxed: a statistic for `memory_usage`.
+            self.kept_bitmap_bytes.fetch_add(kept, Ordering::Relaxed);
+        }
     }
 
     /// Splits up to `count` more old buckets of an unfinished doubling, in order.
-    pub(super) fn split_next(&mut self, count: u64) {
-        for _ in 0..count {
-            let Some(splitting) = &mut self.splitting else {
+    pub(super) fn split_next(&self, count: u64) {
+        // Relaxed: a hint; each split is decided under its stripes.
+        if self.left.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let k = self.doublings_now();
+        if k == 0 {
+            return;
+        }
+        let old_buckets = self.table.buckets(k - 1);
+        let base = self.table.base();
+        let mut done = 0;
+        while done < count {
+            // Relaxed: only hands out indices; skip those already split by the writers that
+            // touched them.
+            let index = self.next.fetch_add(1, Ordering::Relaxed);
+            if index >= old_buckets {
                 return;
-            };
-            // Skip those already split by the inserts that touched them.
-            while splitting.is_split(splitting.next) {
-                splitting.next += 1;
             }
-            let index = splitting.next;
-            let base = self.table.base();
-            self.split_old(Pos {
+            let old = Pos {
                 home: index % base,
                 high: index / base,
-            });
+            };
+            if self.is_unsplit(k, old) {
+                self.split_old(old, k);
+                done += 1;
+            }
         }
     }
 
     /// Splits every bucket an unfinished doubling has left, so lookups read one bucket per
     /// side again without first checking whether it is split. Inserts do this gradually (two
-    /// buckets each); call this when the filter is built and will only be read.
-    pub fn finish_doubling(&mut self) {
-        while let Some(splitting) = &self.splitting {
-            let left = splitting.left;
-            self.split_next(left);
+    /// buckets each); call this when the filter is built and will mostly be read.
+    pub fn finish_doubling(&self) {
+        let k = self.doublings_now();
+        // Relaxed: a hint; each split is decided under its stripes.
+        if k == 0 || self.left.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let base = self.table.base();
+        // Set before the doubling was published (the count read above with Acquire).
+        let Some(bitmap) = self.bitmaps[k as usize].get() else {
+            return;
+        };
+        for (w, word) in bitmap.iter().enumerate() {
+            // Acquire: as in `is_unsplit`.
+            let mut bits = word.load(Ordering::Acquire);
+            while bits != 0 {
+                let index = w as u64 * 64 + u64::from(bits.trailing_zeros());
+                self.split_old(
+                    Pos {
+                        home: index % base,
+                        high: index / base,
+                    },
+                    k,
+                );
+                bits &= bits - 1;
+            }
         }
     }
 
     /// Whether a doubling is still splitting buckets (see
     /// [`finish_doubling`](Self::finish_doubling)).
     pub fn is_doubling(&self) -> bool {
-        self.splitting.is_some()
+        // Relaxed: a report; the answer may change as soon as it is given.
+        self.left.load(Ordering::Relaxed) > 0
     }
 }

@@ -1,38 +1,95 @@
-//! Placing an entry: a random walk of kicks, undone if it fails, and the tests that tell a
-//! full table from buckets jammed by copies of a few items.
+//! Placing an entry: into an empty lane of its two buckets under their stripes, else by a
+//! random walk of kicks planned without locks and carried out under the stripes of every
+//! bucket it touches, if none of them changed meanwhile; and the tests that tell a full table
+//! from buckets jammed by copies of a few items.
 
 use std::hash::BuildHasher;
 
 use super::keys::{field_tail_bits, Key, Pos, ANCHOR_BITS};
-use super::table::LANES;
-use super::{ExpandingFilter, ANCHOR_MASK, MAX_KICKS};
+use super::table::{lane_of, LANES};
+use super::{ExpandingFilter, Placement, ANCHOR_MASK, MAX_KICKS};
+use crate::sync::Ordering;
+
+/// The buckets a planned walk read, each with the lanes it read and the lanes it would leave.
+#[derive(Default)]
+struct Plan {
+    buckets: Vec<(Pos, u128, u128)>,
+}
+
+impl Plan {
+    /// The lanes of the bucket at `pos` as the walk has left them so far.
+    fn read<S: BuildHasher>(&mut self, filter: &ExpandingFilter<S>, pos: Pos) -> u128 {
+        if let Some(&(_, _, now)) = self.buckets.iter().find(|(at, _, _)| *at == pos) {
+            return now;
+        }
+        let lanes = filter.table.bucket(pos);
+        self.buckets.push((pos, lanes, lanes));
+        lanes
+    }
+
+    /// Sets lane `lane` of the (read) bucket at `pos` to `value`, in the plan.
+    fn write(&mut self, pos: Pos, lane: u64, value: u64, width: u32) {
+        let (_, _, now) = self
+            .buckets
+            .iter_mut()
+            .find(|(at, _, _)| *at == pos)
+            .expect("a walk reads a bucket before it writes it");
+        let shift = lane * u64::from(width);
+        let mask = ((1u128 << width) - 1) << shift;
+        *now = (*now & !mask) | (u128::from(value) << shift);
+    }
+}
 
 impl<S: BuildHasher> ExpandingFilter<S> {
-    /// Places `key`'s entry, kicking others along a random walk; on failure undoes every move.
-    /// Every bucket it reads or writes is split first.
-    pub(super) fn place(&mut self, key: &Key) -> bool {
-        let mut pos = key.pos(0, self.doublings);
-        let mut entry = (key.field(0, self.doublings, self.tail_bits) << ANCHOR_BITS) | key.anchor;
-        // The kicks so far: (bucket, lane, entry it held), undone in reverse on failure.
-        let mut undo: Vec<(Pos, u64, u64)> = Vec::new();
-        for kick in 0..=MAX_KICKS {
-            self.split_at(pos);
-            if let Some(lane) = self.table.empty_lane(pos) {
-                self.table.set(pos, lane, entry);
-                return true;
+    /// Places `key`'s entry after `k` doublings (its buckets split): into an empty lane of
+    /// either bucket, else by a random walk. With `unique`, nothing is placed if a lane of
+    /// its buckets matches it.
+    pub(super) fn place(&self, key: &Key, k: u32, unique: bool) -> Placement {
+        let first = key.pos(0, k);
+        let entry = (key.field(0, k, self.tail_bits) << ANCHOR_BITS) | key.anchor;
+        let starts = [(first, entry), self.alternate(first, entry, k)];
+        {
+            let _held = self.lock_pair(starts[0].0, starts[1].0);
+            if !self.still(k) {
+                return Placement::Retry;
             }
-            // The other bucket of a carried entry is the one it was just kicked from, full.
-            if kick == 0 {
-                let (other, other_entry) = self.alternate(pos, entry);
-                self.split_at(other);
-                if let Some(lane) = self.table.empty_lane(other) {
-                    self.table.set(other, lane, other_entry);
-                    return true;
+            if unique
+                && (self.matching_lane(key, 0, k).is_some()
+                    || self.matching_lane(key, 1, k).is_some())
+            {
+                return Placement::Present;
+            }
+            for (pos, entry) in starts {
+                if let Some(lane) = self.table.empty_lane(pos) {
+                    self.table.set(pos, lane, entry);
+                    self.shard(first).add(1, 1, self.tail_bits);
+                    return Placement::Placed;
                 }
-                // Start the walk from either bucket.
-                if self.next_random() & 4 != 0 {
-                    (pos, entry) = (other, other_entry);
-                }
+            }
+        }
+        self.walk(key, k, unique, starts)
+    }
+
+    /// Plans a random walk of kicks from one of `starts` (both full when last seen), then
+    /// carries it out under the stripes of every bucket it read if none of them changed.
+    fn walk(&self, key: &Key, k: u32, unique: bool, starts: [(Pos, u64); 2]) -> Placement {
+        let width = self.table.width();
+        // Relaxed: the walks' random state; two walks that read the same state only choose
+        // alike, which is no error.
+        let mut rng = self.rng.load(Ordering::Relaxed);
+        let mut plan = Plan::default();
+        // Start the walk from either bucket.
+        let (mut pos, mut entry) = starts[usize::from(next_random(&mut rng) & 4 != 0)];
+        let mut placed = false;
+        for kick in 0..=MAX_KICKS {
+            // (The first bucket is split, and was full under its stripe: it is read again
+            // here in case a remove made room since.)
+            self.split_at(pos, k);
+            let lanes = plan.read(self, pos);
+            if let Some(lane) = (0..LANES).find(|&l| lane_of(lanes, l, width) == 0) {
+                plan.write(pos, lane, entry, width);
+                placed = true;
+                break;
             }
             if kick == MAX_KICKS {
                 break;
@@ -40,72 +97,98 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             // Displace a random entry and carry it on, never a copy of the entry carried in:
             // between two buckets full of one hot key's copies, a walk that swapped copies
             // would never leave them.
-            let lane = self.victim_lane(pos, entry);
-            let victim = self.table.get(pos, lane);
-            self.table.set(pos, lane, entry);
-            undo.push((pos, lane, victim));
-            (pos, entry) = self.alternate(pos, victim);
+            let lanes = plan.read(self, pos);
+            let lane = victim_lane(lanes, entry, width, &mut rng);
+            let victim = lane_of(lanes, lane, width);
+            if victim >> ANCHOR_BITS == 0 {
+                // No entry has an empty field: a read torn by a writer. Plan again.
+                self.rng.store(rng, Ordering::Relaxed);
+                return Placement::Retry;
+            }
+            plan.write(pos, lane, entry, width);
+            (pos, entry) = self.alternate(pos, victim, k);
         }
-        // Splits made on the way stay: they change no answer, and no undone bucket was split
-        // after its change (each was split before it was first touched).
-        for (at, lane, victim) in undo.into_iter().rev() {
-            self.table.set(at, lane, victim);
+        self.rng.store(rng, Ordering::Relaxed);
+        if !placed {
+            // Nothing was written: splits made on the way stay, and change no answer.
+            return Placement::Failed;
         }
-        false
+        let stripes = plan
+            .buckets
+            .iter()
+            .map(|&(at, _, _)| at)
+            .chain(starts.map(|(at, _)| at))
+            .map(|at| self.table.stripe_key(at));
+        let _held = self.stripes.lock_buckets(stripes);
+        if !self.still(k) {
+            return Placement::Retry;
+        }
+        let unchanged = cfg!(loom_mutant = "expanding_walk_unvalidated")
+            || plan
+                .buckets
+                .iter()
+                .all(|&(at, read, _)| self.table.bucket(at) == read);
+        if !unchanged {
+            return Placement::Retry;
+        }
+        if unique
+            && (self.matching_lane(key, 0, k).is_some() || self.matching_lane(key, 1, k).is_some())
+        {
+            return Placement::Present;
+        }
+        for &(at, read, now) in &plan.buckets {
+            for lane in 0..LANES {
+                let value = lane_of(now, lane, width);
+                if lane_of(read, lane, width) != value {
+                    self.table.set(at, lane, value);
+                }
+            }
+        }
+        self.shard(starts[0].0).add(1, 1, self.tail_bits);
+        Placement::Placed
     }
 
-    /// A random lane of the (full) bucket at `pos` whose entry differs from `entry`, or any
-    /// lane if all hold `entry`.
-    fn victim_lane(&mut self, pos: Pos, entry: u64) -> u64 {
-        let start = self.next_random() & 3;
-        (0..LANES)
-            .map(|i| (start + i) % LANES)
-            .find(|&lane| self.table.get(pos, lane) != entry)
-            .unwrap_or(start)
-    }
-
-    /// The kick chains' random choices (xorshift64).
-    fn next_random(&mut self) -> u64 {
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        self.rng
-    }
-
-    /// The other bucket and lane value of `entry` in the (split) bucket at `pos`.
+    /// The other bucket and lane value of `entry` in the (split) bucket at `pos`, after `k`
+    /// doublings.
     #[inline(always)]
-    pub(super) fn alternate(&self, pos: Pos, entry: u64) -> (Pos, u64) {
+    pub(super) fn alternate(&self, pos: Pos, entry: u64, k: u32) -> (Pos, u64) {
         let anchor = entry & ANCHOR_MASK;
-        let (other, field) = self
-            .keys
-            .alternate(pos, anchor, entry >> ANCHOR_BITS, self.doublings);
+        let (other, field) = self.keys.alternate(pos, anchor, entry >> ANCHOR_BITS, k);
         (other, (field << ANCHOR_BITS) | anchor)
     }
 
-    /// Whether every lane of both of `key`'s (split) buckets matches it.
-    pub(super) fn buckets_hold_only(&self, key: &Key) -> bool {
+    /// Whether every lane of both of `key`'s (split) buckets matches it (read without locks:
+    /// a refusal's reason, not a promise).
+    pub(super) fn buckets_hold_only(&self, key: &Key, k: u32) -> bool {
         (0..2).all(|side| {
-            let pos = key.pos(side, self.doublings);
+            let pos = key.pos(side, k);
+            let lanes = self.table.bucket(pos);
             (0..LANES).all(|lane| {
-                let entry = self.table.get(pos, lane);
-                entry != 0 && entry & ANCHOR_MASK == key.anchor && {
-                    let field = entry >> ANCHOR_BITS;
-                    field == key.field(side, self.doublings, field_tail_bits(field))
-                }
+                let entry = lane_of(lanes, lane, self.table.width());
+                let field = entry >> ANCHOR_BITS;
+                field != 0
+                    && entry & ANCHOR_MASK == key.anchor
+                    && field == key.field(side, k, field_tail_bits(field))
             })
         })
     }
 
     /// Whether every lane of `key`'s two (split) buckets holds an entry that another lane of
-    /// them also holds: copies of one item (the same entry, seen from either bucket).
-    pub(super) fn buckets_jammed(&self, key: &Key) -> bool {
+    /// them also holds: copies of one item (the same entry, seen from either bucket). Read
+    /// without locks, as `buckets_hold_only`.
+    pub(super) fn buckets_jammed(&self, key: &Key, k: u32) -> bool {
         let mut entries = [(Pos { home: 0, high: 0 }, 0u64); 2 * LANES as usize];
         for side in 0..2 {
-            let pos = key.pos(side, self.doublings);
+            let pos = key.pos(side, k);
+            let lanes = self.table.bucket(pos);
             for lane in 0..LANES {
-                let entry = self.table.get(pos, lane);
+                let entry = lane_of(lanes, lane, self.table.width());
+                if entry >> ANCHOR_BITS == 0 {
+                    // Room (or a read torn by a writer): not jammed.
+                    return false;
+                }
                 // The same entry in either bucket, named by the smaller of its two places.
-                let other = self.alternate(pos, entry);
+                let other = self.alternate(pos, entry, k);
                 let here = (pos, entry);
                 let key = |(p, e): (Pos, u64)| (p.high, p.home, e);
                 entries[side * LANES as usize + lane as usize] =
@@ -117,4 +200,22 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             .enumerate()
             .all(|(i, e)| entries.iter().enumerate().any(|(j, f)| i != j && e == f))
     }
+}
+
+/// A random lane of a (full) bucket whose entry differs from `entry`, or any lane if all
+/// hold `entry`.
+fn victim_lane(lanes: u128, entry: u64, width: u32, rng: &mut u64) -> u64 {
+    let start = next_random(rng) & 3;
+    (0..LANES)
+        .map(|i| (start + i) % LANES)
+        .find(|&lane| lane_of(lanes, lane, width) != entry)
+        .unwrap_or(start)
+}
+
+/// The kick chains' random choices (xorshift64).
+fn next_random(rng: &mut u64) -> u64 {
+    *rng ^= *rng << 13;
+    *rng ^= *rng >> 7;
+    *rng ^= *rng << 17;
+    *rng
 }

@@ -16,13 +16,19 @@ mod table;
 
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
+use std::sync::OnceLock;
+
+use crossbeam_utils::CachePadded;
 
 pub use builder::ExpandingBuilder;
 
 use crate::error::InsertError;
 use crate::hasher::DefaultHashBuilder;
+use crate::stripe::StripeSet;
+use crate::sync::{reader_pause, AtomicU64, GrowLock, Ordering};
+use crate::table::BucketWords;
 use keys::{field_tail_bits, Key, KeyMap, Pos, ANCHOR_BITS};
-use table::{Table, LANES};
+use table::{lane_of, Table, LANES};
 
 /// Entries a table takes before it doubles: 95 % of its lanes (four-lane buckets fill to
 /// about 97 % before an insert fails).
@@ -35,6 +41,24 @@ const MAX_KICKS: u32 = 500;
 /// to split as the table had, and the next doubling comes at least 3.8 inserts per bucket
 /// later, so two per insert finish it in the first eighth of that time.
 const SPLITS_PER_INSERT: u64 = 2;
+
+/// Optimistic attempts of a lookup before it answers "maybe present" (a writer kept changing
+/// its buckets): so a lookup never waits for a writer.
+const READ_ATTEMPTS: u32 = 64;
+
+/// Counter shards: writers under different stripes count into different cache lines.
+#[cfg(not(loom))]
+const SHARDS: usize = 8;
+/// Under loom, fewer (each counter is a modelled object).
+#[cfg(loom)]
+const SHARDS: usize = 2;
+
+/// The fewest and the most stripes (see `stripes_for`): 256 bytes to 16 KiB.
+#[cfg(not(loom))]
+const STRIPES: (usize, usize) = (16, 1024);
+/// Under loom, tiny tables get few stripes, so that models meet on them.
+#[cfg(loom)]
+const STRIPES: (usize, usize) = (2, 4);
 
 const ANCHOR_MASK: u64 = (1 << ANCHOR_BITS) - 1;
 
@@ -49,25 +73,38 @@ const ANCHOR_MASK: u64 = (1 << ANCHOR_BITS) - 1;
 ///
 /// Compared with a growing [`CuckooFilter`](crate::CuckooFilter), whose lookups probe one
 /// table per level, this filter keeps the lookup cost of one table and takes less memory per
-/// item at the same target, but its writes take `&mut self`: build it on one thread (or
-/// behind a lock) and share it for reading, for example as `Arc<ExpandingFilter>` once built.
-/// Lookups through `&self` can run on any number of threads.
+/// item at the same target. Like it, it is shared as `Arc<ExpandingFilter>`: inserts and
+/// removes take `&self` and lock only the stripes of the buckets they change, and lookups
+/// never wait (they read optimistically and validate against the stripes' versions).
 ///
 /// A doubling is spread over the inserts that follow it: the insert that doubles only adds the
-/// new buckets, and each insert then splits two old buckets (and those it touches), so no
-/// insert waits for a whole table to be rewritten. Until every bucket is split, a lookup reads
-/// one bit more per bucket (whether it is split);
+/// new buckets, holding writers back for that moment, and each insert then splits two old
+/// buckets (and those it touches), so no insert waits for a whole table to be rewritten.
+/// Until every bucket is split, a lookup reads one bit more per bucket (whether it is split);
 /// [`finish_doubling`](ExpandingFilter::finish_doubling) splits the rest at once.
 ///
 /// ```
+/// use std::sync::Arc;
 /// use atomic_cuckoo::ExpandingFilter;
 ///
-/// let mut filter = ExpandingFilter::builder()
-///     .capacity(1_000)
-///     .false_positive_rate(0.01)
-///     .build()?;
-/// for id in 0..100_000u64 {
-///     filter.insert(&id)?;
+/// let filter = Arc::new(
+///     ExpandingFilter::builder()
+///         .capacity(1_000)
+///         .false_positive_rate(0.01)
+///         .build()?,
+/// );
+/// let writers: Vec<_> = (0..4u64)
+///     .map(|t| {
+///         let filter = Arc::clone(&filter);
+///         std::thread::spawn(move || {
+///             for id in (t..100_000).step_by(4) {
+///                 filter.insert(&id).unwrap();
+///             }
+///         })
+///     })
+///     .collect();
+/// for writer in writers {
+///     writer.join().unwrap();
 /// }
 /// assert!(filter.doublings() >= 6);
 /// assert!((0..100_000u64).all(|id| filter.contains(&id)));
@@ -75,45 +112,68 @@ const ANCHOR_MASK: u64 = (1 << ANCHOR_BITS) - 1;
 /// assert!(filter.remove(&42u64));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Clone)]
 pub struct ExpandingFilter<S = DefaultHashBuilder> {
     keys: KeyMap,
     table: Table,
-    /// Doublings begun: the table has `base · 2^doublings` buckets.
-    doublings: u32,
-    /// The buckets the latest doubling has not split yet, if any.
-    splitting: Option<Splitting>,
+    /// The writers' locks and the lookups' versions, keyed by `Table::stripe_key`.
+    stripes: StripeSet,
+    /// Doublings begun: the table has `base · 2^doublings` buckets. Changed only under the
+    /// grow lock with every writer held back (a freeze of `stripes`).
+    doublings: AtomicU64,
+    /// Per doubling `d ≥ 1`, a bit per bucket of the table before it (bucket
+    /// `home + base · high`), set until that bucket is split. Cleared under the bucket's
+    /// stripe; a finished doubling's bitmap is all zeros, and its pages are given back.
+    bitmaps: Box<[OnceLock<BucketWords>]>,
+    /// Old buckets the latest doubling has not split yet (0 when it is finished).
+    left: AtomicU64,
+    /// The next old bucket the inserts split, in order.
+    next: AtomicU64,
+    /// Bytes of finished doublings' bitmaps that could not be given back (small ones).
+    kept_bitmap_bytes: AtomicU64,
     /// The most doublings the lane width allows at the target rate.
     max_doublings: u32,
     /// Tail bits of a new entry: the lane width less the marker and the anchor.
     tail_bits: u32,
-    /// Items stored (inserts less removes).
-    items: usize,
-    /// Lanes in use: items plus the extra copies of entries that ran out of tail bits.
-    occupied: u64,
-    /// Entries by tail length, for the rate estimate.
-    by_tail: [u64; 32],
+    /// Items, lanes in use and entries by tail length, in shards; see `Counts`.
+    counts: Box<[CachePadded<Counts>]>,
     target: f64,
     /// State of the kick chains' victim choice (xorshift).
-    rng: u64,
+    rng: AtomicU64,
+    /// Serializes doublings, snapshots and clones (each freezes the stripes).
+    grow: GrowLock,
     hasher: S,
 }
 
-/// The old buckets of a doubling in progress: a bit per bucket of the table before it (bucket
-/// `home + base · high`), set once split.
-#[derive(Clone, Debug)]
-struct Splitting {
-    /// A bit per old bucket, set once split.
-    split: Vec<u64>,
-    /// The next old bucket the inserts split.
-    next: u64,
-    /// Old buckets not split yet.
-    left: u64,
+/// One shard of the counters. A writer changes a shard only while it holds a stripe, so a
+/// freeze (which waits for every stripe) sees them all settled. Shards wrap: a remove may be
+/// counted in another shard than its insert, and only the sums mean anything.
+#[derive(Default)]
+struct Counts {
+    /// Items stored (inserts less removes).
+    items: AtomicU64,
+    /// Lanes in use: items plus the extra copies of entries that ran out of tail bits.
+    occupied: AtomicU64,
+    /// Entries by tail length, for the rate estimate.
+    by_tail: [AtomicU64; 32],
 }
 
-impl Splitting {
-    fn is_split(&self, old: u64) -> bool {
-        self.split[(old / 64) as usize] >> (old % 64) & 1 == 1
+/// The sums of every shard, read while writers are held back (or approximately, while they
+/// run).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Totals {
+    items: u64,
+    occupied: u64,
+    by_tail: [u64; 32],
+}
+
+impl Counts {
+    /// Adds `items` items, and `lanes` lanes in use holding entries of `tail` bits.
+    fn add(&self, items: i64, lanes: i64, tail: u32) {
+        // Relaxed: independent counters, summed exactly only while writers are held back
+        // (whose freeze orders them), approximately otherwise.
+        self.items.fetch_add(items as u64, Ordering::Relaxed);
+        self.occupied.fetch_add(lanes as u64, Ordering::Relaxed);
+        self.by_tail[tail as usize].fetch_add(lanes as u64, Ordering::Relaxed);
     }
 }
 
@@ -130,29 +190,97 @@ impl<S: BuildHasher> ExpandingFilter<S> {
         self.keys.key(self.hasher.hash_one(item))
     }
 
+    /// Doublings begun.
+    #[inline(always)]
+    fn doublings_now(&self) -> u32 {
+        // Acquire: pairs with the Release store in `double`, so the segment and the bitmap of
+        // every doubling counted here are set, and `left` is at least as new.
+        self.doublings.load(Ordering::Acquire) as u32
+    }
+
     /// Whether `item` may be in the filter: `false` means it certainly is not.
+    ///
+    /// Never waits: a lookup that keeps meeting writers in its buckets answers `true`
+    /// ("maybe") after a bounded number of attempts.
     #[inline]
     pub fn contains<T: Hash + ?Sized>(&self, item: &T) -> bool {
         let key = self.key(item);
-        self.side_matches(&key, 0) | self.side_matches(&key, 1)
+        for _ in 0..READ_ATTEMPTS {
+            if let Some(answer) = self.lookup(&key) {
+                return answer;
+            }
+            reader_pause();
+        }
+        // Every attempt met a writer: "maybe present", never a false negative.
+        true
     }
 
-    /// Where `key`'s bucket on `side` is now, and the doublings its entries have seen: the
-    /// old bucket while a doubling has not split it yet.
+    /// One optimistic lookup: whether a lane of `key`'s buckets matches it, or `None` when a
+    /// miss cannot be trusted (a writer changed one of the buckets, or the table doubled).
+    /// A hit needs no proof: answering "maybe present" is always allowed.
     #[inline(always)]
-    fn locate(&self, key: &Key, side: usize) -> (Pos, u32) {
-        let k = self.doublings;
-        match &self.splitting {
-            Some(splitting) => {
+    fn lookup(&self, key: &Key) -> Option<bool> {
+        let k = self.doublings_now();
+        // Acquire: a 0 read from the last split's decrement sees every split of the doubling.
+        let splitting = k > 0 && self.left.load(Ordering::Acquire) > 0;
+        // The stripes read under, with the version each had (at most two per side).
+        let mut begun = [(0usize, 0u64); 4];
+        let mut count = 0;
+        let begin = |begun: &mut [(usize, u64); 4], count: &mut usize, stripe_key: usize| {
+            begun[*count] = (stripe_key, self.stripes.of(stripe_key).read_begin());
+            *count += 1;
+        };
+        let mut hit = false;
+        for side in 0..2 {
+            let (pos, doublings) = if splitting {
                 let old = key.pos(side, k - 1);
-                if splitting.is_split(self.old_index(old)) {
-                    (key.pos(side, k), k)
-                } else {
+                // The old bucket's stripe first: a split clears the bucket's bit while it
+                // holds that stripe, so a bit read after this is checked by its validation.
+                begin(&mut begun, &mut count, self.table.stripe_key(old));
+                if self.is_unsplit(k, old) {
+                    if cfg!(loom_mutant = "expanding_unvalidated_old") {
+                        // The broken variant: an unsplit bucket's read taken as proven.
+                        count -= 1;
+                    }
                     (old, k - 1)
+                } else {
+                    let pos = key.pos(side, k);
+                    if pos != old {
+                        begin(&mut begun, &mut count, self.table.stripe_key(pos));
+                    }
+                    (pos, k)
                 }
-            }
-            None => (key.pos(side, k), k),
+            } else {
+                let pos = key.pos(side, k);
+                begin(&mut begun, &mut count, self.table.stripe_key(pos));
+                (pos, k)
+            };
+            hit |= self.bucket_matches(key, side, pos, doublings);
         }
+        if hit {
+            return Some(true);
+        }
+        let unchanged = begun[..count]
+            .iter()
+            .all(|&(stripe_key, version)| self.stripes.of(stripe_key).read_validate(version));
+        // Relaxed: ordered after the Acquire bucket loads. A bucket split by a newer doubling
+        // was split after that doubling was published, so a version that shows the split
+        // (its unlock, read with Acquire) makes this load see the new count.
+        let same_size = cfg!(loom_mutant = "expanding_reader_ignores_doublings")
+            || self.doublings.load(Ordering::Relaxed) as u32 == k;
+        (unchanged && same_size).then_some(false)
+    }
+
+    /// Whether the old bucket `old` of doubling `k` (in progress) is not split yet.
+    #[inline(always)]
+    fn is_unsplit(&self, k: u32, old: Pos) -> bool {
+        let index = self.old_index(old);
+        let bitmap = self.bitmaps[k as usize]
+            .get()
+            .expect("a doubling's bitmap is set before it is published");
+        // Acquire: pairs with the Release clear in `split_old`; a lookup that sees the bucket
+        // split then begins the new bucket's stripe after the split took it.
+        bitmap[(index / 64) as usize].load(Ordering::Acquire) >> (index % 64) & 1 == 1
     }
 
     /// The index of a bucket of the table before the latest doubling.
@@ -161,10 +289,10 @@ impl<S: BuildHasher> ExpandingFilter<S> {
         old.home + self.table.base() * old.high
     }
 
-    /// Whether a lane of `key`'s bucket on `side` matches it, without a branch per lane.
+    /// Whether a lane of the bucket at `pos` (whose entries have seen `doublings` doublings)
+    /// matches `key` on `side`, without a branch per lane.
     #[inline(always)]
-    fn side_matches(&self, key: &Key, side: usize) -> bool {
-        let (pos, doublings) = self.locate(key, side);
+    fn bucket_matches(&self, key: &Key, side: usize, pos: Pos, doublings: u32) -> bool {
         let lanes = self.table.bucket(pos);
         let width = self.table.width();
         let lane_mask = (1u64 << width) - 1;
@@ -189,24 +317,39 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     }
 
     /// The lane of `key`'s bucket on `side` holding its longest matching entry, with that
-    /// entry's tail length. The bucket must be split.
-    fn matching_lane(&self, key: &Key, side: usize) -> Option<(u64, u32)> {
-        let pos = key.pos(side, self.doublings);
+    /// entry's tail length. The bucket must be split, its stripe held.
+    fn matching_lane(&self, key: &Key, side: usize, k: u32) -> Option<(u64, u32)> {
+        let pos = key.pos(side, k);
+        let lanes = self.table.bucket(pos);
         let mut best = None;
         for lane in 0..LANES {
-            let entry = self.table.get(pos, lane);
+            let entry = lane_of(lanes, lane, self.table.width());
             if entry == 0 || entry & ANCHOR_MASK != key.anchor {
                 continue;
             }
             let field = entry >> ANCHOR_BITS;
             let tail = field_tail_bits(field);
-            if field == key.field(side, self.doublings, tail)
-                && best.is_none_or(|(_, longest)| tail > longest)
-            {
+            if field == key.field(side, k, tail) && best.is_none_or(|(_, longest)| tail > longest) {
                 best = Some((lane, tail));
             }
         }
         best
+    }
+
+    /// The counter shard of a writer that holds the stripe of the bucket at `pos`.
+    fn shard(&self, pos: Pos) -> &Counts {
+        let stripe = self.stripes.index_of(self.table.stripe_key(pos));
+        &self.counts[stripe % SHARDS]
+    }
+
+    /// Whether the doubling count is still `k`, for a writer that holds stripes it locked
+    /// after seeing `k` doublings.
+    fn still(&self, k: u32) -> bool {
+        // Relaxed: a doubling is published while every writer is held back (a freeze, which
+        // waits for our stripes), and our admission read the freeze's gate open with Acquire
+        // after it: so this reads the count as it is while we hold the stripes.
+        cfg!(loom_mutant = "expanding_writer_ignores_doublings")
+            || self.doublings.load(Ordering::Relaxed) as u32 == k
     }
 
     /// Adds `item`, doubling the table when it is full. Inserting an item twice stores two
@@ -227,29 +370,65 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// - [`InsertError::MaxDoublingsReached`]: the table is at its doubling load (95 % of its
     ///   lanes) and has doubled as often as its lane width allows at the target rate.
     /// - [`InsertError::GrowthFailed`]: the new buckets could not be allocated.
-    pub fn insert<T: Hash + ?Sized>(&mut self, item: &T) -> Result<(), InsertError> {
+    pub fn insert<T: Hash + ?Sized>(&self, item: &T) -> Result<(), InsertError> {
         let key = self.key(item);
+        self.insert_key(&key, false).map(|_| ())
+    }
+
+    /// Adds `item` unless it may be present already (set semantics): `Ok(true)` if it was
+    /// added, `Ok(false)` if a lane already matched it (it, or an item whose entry matches it,
+    /// is stored). The check and the insert are one step: of several threads adding the same
+    /// item this way, exactly one gets `Ok(true)`. Remove an item added this way once per
+    /// `Ok(true)`.
+    ///
+    /// # Errors
+    ///
+    /// As [`insert`](Self::insert).
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::ExpandingFilter::builder().capacity(100).build()?;
+    /// assert_eq!(filter.insert_unique("a"), Ok(true));
+    /// assert_eq!(filter.insert_unique("a"), Ok(false));
+    /// assert_eq!(filter.len(), 1);
+    /// # Ok::<(), atomic_cuckoo::BuildError>(())
+    /// ```
+    pub fn insert_unique<T: Hash + ?Sized>(&self, item: &T) -> Result<bool, InsertError> {
+        let key = self.key(item);
+        self.insert_key(&key, true)
+    }
+
+    /// Inserts `key`'s entry (unless `unique` and a lane matches it): `Ok(true)` if stored.
+    fn insert_key(&self, key: &Key, unique: bool) -> Result<bool, InsertError> {
         self.split_next(SPLITS_PER_INSERT);
         loop {
-            self.split_buckets_of(&key);
-            if self.occupied >= self.load_limit() {
+            let k = self.doublings_now();
+            self.split_buckets_of(key, k);
+            let limit = self.load_limit(k);
+            if self.occupied() >= limit {
+                if unique {
+                    match self.present(key, k) {
+                        Some(true) => return Ok(false),
+                        Some(false) => {}
+                        None => continue,
+                    }
+                }
                 // A hot key is refused before anything grows for it.
-                if self.buckets_hold_only(&key) {
+                if self.buckets_hold_only(key, k) {
                     return Err(InsertError::ItemBucketsFull);
                 }
-                if self.doublings == self.max_doublings {
+                if k == self.max_doublings {
                     return Err(InsertError::MaxDoublingsReached {
                         doublings: self.max_doublings,
                     });
                 }
-                self.double()?;
+                self.double(k)?;
                 continue;
             }
-            if self.place(&key) {
-                self.items += 1;
-                self.occupied += 1;
-                self.by_tail[self.tail_bits as usize] += 1;
-                return Ok(());
+            match self.place(key, k, unique) {
+                Placement::Placed => return Ok(true),
+                Placement::Present => return Ok(false),
+                Placement::Retry => continue,
+                Placement::Failed => {}
             }
             // A doubling separates entries of different items (by their next bit), but never
             // copies of one item: buckets jammed by repeated items stay jammed, so the table
@@ -257,42 +436,36 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             // does it grow for a failed walk below half that load, where only such jams (some
             // not seen from these two buckets) make walks fail: so a jam costs at most one
             // doubling, and the table stays at least a quarter full.
-            let limit = self.load_limit();
-            if self.buckets_hold_only(&key)
-                || (self.occupied < limit * 9 / 10 && self.buckets_jammed(&key))
-                || self.occupied < limit / 2
+            let occupied = self.occupied();
+            if self.buckets_hold_only(key, k)
+                || (occupied < limit * 9 / 10 && self.buckets_jammed(key, k))
+                || occupied < limit / 2
             {
                 return Err(InsertError::ItemBucketsFull);
             }
-            if self.doublings == self.max_doublings {
+            if k == self.max_doublings {
                 return Err(InsertError::MaxDoublingsReached {
                     doublings: self.max_doublings,
                 });
             }
-            self.double()?;
+            self.double(k)?;
         }
     }
 
-    /// Adds `item` unless it may be present already (set semantics): `Ok(true)` if it was
-    /// added, `Ok(false)` if `contains` already answered `true` for it (it, or an item whose
-    /// entry matches it, is stored). Remove an item added this way once per `Ok(true)`.
-    ///
-    /// # Errors
-    ///
-    /// As [`insert`](Self::insert).
-    ///
-    /// ```
-    /// let mut filter = atomic_cuckoo::ExpandingFilter::builder().capacity(100).build()?;
-    /// assert_eq!(filter.insert_unique("a"), Ok(true));
-    /// assert_eq!(filter.insert_unique("a"), Ok(false));
-    /// assert_eq!(filter.len(), 1);
-    /// # Ok::<(), atomic_cuckoo::BuildError>(())
-    /// ```
-    pub fn insert_unique<T: Hash + ?Sized>(&mut self, item: &T) -> Result<bool, InsertError> {
-        if self.contains(item) {
-            return Ok(false);
+    /// Whether a lane of `key`'s (split) buckets matches it, read under their stripes; `None`
+    /// if the table doubled since it had `k` doublings.
+    fn present(&self, key: &Key, k: u32) -> Option<bool> {
+        let _held = self.lock_pair(key.pos(0, k), key.pos(1, k));
+        if !self.still(k) {
+            return None;
         }
-        self.insert(item).map(|()| true)
+        Some(self.matching_lane(key, 0, k).is_some() || self.matching_lane(key, 1, k).is_some())
+    }
+
+    /// Locks the stripes of the buckets at `a` and `b` for writing.
+    fn lock_pair(&self, a: Pos, b: Pos) -> crate::stripe::PairGuard<'_> {
+        self.stripes
+            .lock_pair(self.table.stripe_key(a), self.table.stripe_key(b))
     }
 
     /// Removes one copy of `item`; `false` if none matched.
@@ -301,69 +474,105 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// so remove, another item's entry. Of the entries that match, the one with the most bits
     /// left is removed: any other item that matches it also matches every shorter one, so the
     /// remove cannot make an inserted item unfindable.
-    pub fn remove<T: Hash + ?Sized>(&mut self, item: &T) -> bool {
+    pub fn remove<T: Hash + ?Sized>(&self, item: &T) -> bool {
         let key = self.key(item);
-        self.split_buckets_of(&key);
-        let (side, (lane, tail)) = match (self.matching_lane(&key, 0), self.matching_lane(&key, 1))
-        {
-            (None, None) => return false,
-            (Some(a), None) => (0, a),
-            (None, Some(b)) => (1, b),
-            (Some(a), Some(b)) => {
-                if b.1 > a.1 {
-                    (1, b)
-                } else {
-                    (0, a)
-                }
+        loop {
+            let k = self.doublings_now();
+            self.split_buckets_of(&key, k);
+            let at = [key.pos(0, k), key.pos(1, k)];
+            let _held = self.lock_pair(at[0], at[1]);
+            if !self.still(k) {
+                continue;
             }
-        };
-        self.table.set(key.pos(side, self.doublings), lane, 0);
-        // An item never inserted may have matched a copy left behind by a doubling (see
-        // `table`), which no item counts: `len` never goes below zero for it.
-        self.items = self.items.saturating_sub(1);
-        self.occupied -= 1;
-        self.by_tail[tail as usize] -= 1;
-        true
+            let (side, (lane, tail)) = match (
+                self.matching_lane(&key, 0, k),
+                self.matching_lane(&key, 1, k),
+            ) {
+                (None, None) => return false,
+                (Some(a), None) => (0, a),
+                (None, Some(b)) => (1, b),
+                (Some(a), Some(b)) => {
+                    if b.1 > a.1 {
+                        (1, b)
+                    } else {
+                        (0, a)
+                    }
+                }
+            };
+            self.table.set(at[side], lane, 0);
+            // An item never inserted may have matched a copy left behind by a doubling (see
+            // `table`), which no item counts: `len` does not go below zero for it.
+            let items = if self.is_empty() { 0 } else { -1 };
+            self.shard(at[0]).add(items, -1, tail);
+            return true;
+        }
     }
 
     /// Removes every item, keeping the table's size.
     pub fn clear(&mut self) {
         self.table.clear();
-        self.splitting = None;
-        self.items = 0;
-        self.occupied = 0;
-        self.by_tail = [0; 32];
+        // Relaxed throughout: `&mut self`, no other thread uses the filter.
+        let k = self.doublings.load(Ordering::Relaxed) as usize;
+        if self.left.load(Ordering::Relaxed) > 0 {
+            if let Some(bitmap) = self.bitmaps[k].get() {
+                for word in bitmap.iter() {
+                    word.store(0, Ordering::Relaxed);
+                }
+                self.give_back_bitmap(k);
+            }
+        }
+        self.left.store(0, Ordering::Relaxed);
+        self.next.store(0, Ordering::Relaxed);
+        for shard in self.counts.iter() {
+            shard.reset(&Totals::default());
+        }
     }
 
     /// Items stored (inserts less removes).
     pub fn len(&self) -> usize {
-        self.items
+        (self.totals().items as i64).max(0) as usize
     }
 
     /// Whether no item is stored.
     pub fn is_empty(&self) -> bool {
-        self.items == 0
+        self.len() == 0
     }
 
     /// Items the table takes before its next doubling.
     pub fn capacity(&self) -> usize {
-        let extra = self.occupied - self.items as u64;
-        usize::try_from(self.load_limit().saturating_sub(extra)).unwrap_or(usize::MAX)
+        let totals = self.totals();
+        let extra = totals.occupied.saturating_sub(totals.items);
+        let limit = self.load_limit(self.doublings_now());
+        usize::try_from(limit.saturating_sub(extra)).unwrap_or(usize::MAX)
     }
 
-    fn load_limit(&self) -> u64 {
-        (self.table.buckets() as f64 * LANES as f64 * MAX_LOAD) as u64
+    fn load_limit(&self, k: u32) -> u64 {
+        (self.table.buckets(k) as f64 * LANES as f64 * MAX_LOAD) as u64
+    }
+
+    /// Lanes in use, summed over the shards (exact while no writer runs).
+    fn occupied(&self) -> u64 {
+        self.counts.iter().fold(0u64, |sum, shard| {
+            // Relaxed: a load-limit check, approximate while writers run.
+            sum.wrapping_add(shard.occupied.load(Ordering::Relaxed))
+        })
+    }
+
+    /// Every counter, summed over the shards.
+    fn totals(&self) -> Totals {
+        sum_counts(&self.counts)
     }
 
     /// Lanes in use over all lanes: items, and the copies doublings made of entries with no
     /// tail bit left. The table doubles at 0.95.
     pub fn load_factor(&self) -> f64 {
-        self.occupied as f64 / (self.table.buckets() * LANES) as f64
+        let buckets = self.table.buckets(self.doublings_now());
+        self.occupied() as f64 / (buckets * LANES) as f64
     }
 
     /// Doublings so far.
     pub fn doublings(&self) -> u32 {
-        self.doublings
+        self.doublings_now()
     }
 
     /// The most doublings this filter makes: as many as its lane width allows at the target
@@ -374,7 +583,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
 
     /// Buckets in the table (four lanes each).
     pub fn buckets(&self) -> u64 {
-        self.table.buckets()
+        self.table.buckets(self.doublings_now())
     }
 
     /// Bits per lane: one marker bit, then the entry's bits (a new entry uses all of them).
@@ -392,19 +601,37 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// fills and doubles, and stays at or below the target until
     /// [`max_doublings`](Self::max_doublings).
     pub fn false_positive_rate(&self) -> f64 {
+        let by_tail = self.totals().by_tail;
         let sum: f64 = (0..32)
-            .map(|tail| self.by_tail[tail] as f64 * (-f64::from(ANCHOR_BITS + tail as u32)).exp2())
+            .map(|tail| by_tail[tail] as f64 * (-f64::from(ANCHOR_BITS + tail as u32)).exp2())
             .sum();
-        2.0 * sum / self.table.buckets() as f64
+        2.0 * sum / self.buckets() as f64
     }
 
-    /// Bytes of memory the filter holds: the table and the filter itself.
+    /// Bytes of memory the filter holds: the table, the bitmap of a doubling in progress, the
+    /// stripes and counters, the filter itself, and what finished doublings' bitmaps keep.
+    ///
+    /// A doubling's bitmap (a bit per bucket it splits) cannot be freed while lookups on other
+    /// threads may read it; once the doubling is finished its pages go back to the kernel
+    /// where it has pages of its own (on Linux, bitmaps of 16 KiB or more). Smaller ones stay,
+    /// at most 32 KiB in all; elsewhere every bitmap stays, about one bit per bucket. A clone
+    /// does not copy finished doublings' bitmaps.
     pub fn memory_usage(&self) -> usize {
-        let splitting = self
-            .splitting
-            .as_ref()
-            .map_or(0, |s| s.split.capacity() * 8);
-        self.table.bytes() + splitting + std::mem::size_of::<Self>()
+        let k = self.doublings_now() as usize;
+        let splitting = if self.left.load(Ordering::Relaxed) > 0 {
+            self.bitmaps[k].get().map_or(0, |b| b.len() * 8)
+        } else {
+            0
+        };
+        let cells = (self.bitmaps.len() + self.max_doublings as usize + 1)
+            * std::mem::size_of::<OnceLock<BucketWords>>();
+        self.table.bytes()
+            + splitting
+            + self.kept_bitmap_bytes.load(Ordering::Relaxed) as usize
+            + self.stripes.count() * 16
+            + self.counts.len() * std::mem::size_of::<CachePadded<Counts>>()
+            + cells
+            + std::mem::size_of::<Self>()
     }
 
     /// The filter's hasher.
@@ -413,14 +640,174 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     }
 }
 
+/// How a placement attempt ended.
+enum Placement {
+    /// The entry is stored.
+    Placed,
+    /// A lane already matches the key (for a unique insert): nothing stored.
+    Present,
+    /// No room was found within the kick limit: nothing changed.
+    Failed,
+    /// The table doubled, or a writer changed a bucket the walk planned to use: try again.
+    Retry,
+}
+
+impl Counts {
+    /// Sets the counters to `totals` (for shard 0; the others to zero). Only while no writer
+    /// runs.
+    fn reset(&self, totals: &Totals) {
+        // Relaxed: no writer runs (the caller's exclusive access or freeze).
+        self.items.store(totals.items, Ordering::Relaxed);
+        self.occupied.store(totals.occupied, Ordering::Relaxed);
+        for (count, &value) in self.by_tail.iter().zip(&totals.by_tail) {
+            count.store(value, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What a builder or a snapshot supplies to make a filter.
+struct Parts<S> {
+    keys: KeyMap,
+    table: Table,
+    max_doublings: u32,
+    tail_bits: u32,
+    target: f64,
+    hasher: S,
+    doublings: u32,
+    /// The latest doubling's bitmap (a bit set per old bucket not split yet), the next old
+    /// bucket to split and the number left, if it is in progress.
+    splitting: Option<(BucketWords, u64, u64)>,
+    totals: Totals,
+    rng: u64,
+}
+
+impl<S> ExpandingFilter<S> {
+    /// A filter of `parts`.
+    fn from_parts(parts: Parts<S>) -> Self {
+        let bitmaps: Box<[OnceLock<BucketWords>]> =
+            (0..=parts.max_doublings).map(|_| OnceLock::new()).collect();
+        let (mut next, mut left) = (0, 0);
+        if let Some((bitmap, at, remaining)) = parts.splitting {
+            let _ = bitmaps[parts.doublings as usize].set(bitmap);
+            (next, left) = (at, remaining);
+        }
+        ExpandingFilter {
+            stripes: StripeSet::new(stripes_for(parts.table.base(), parts.max_doublings)),
+            keys: parts.keys,
+            table: parts.table,
+            doublings: AtomicU64::new(u64::from(parts.doublings)),
+            bitmaps,
+            left: AtomicU64::new(left),
+            next: AtomicU64::new(next),
+            kept_bitmap_bytes: AtomicU64::new(0),
+            max_doublings: parts.max_doublings,
+            tail_bits: parts.tail_bits,
+            counts: counts_of(&parts.totals),
+            target: parts.target,
+            rng: AtomicU64::new(parts.rng),
+            grow: GrowLock::new(),
+            hasher: parts.hasher,
+        }
+    }
+}
+
+impl<S> ExpandingFilter<S> {
+    /// Runs `f` while no writer changes the filter: under the grow lock (so no doubling
+    /// begins) with the stripes frozen (writers wait; lookups go on).
+    fn frozen<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _grow = self.grow.lock();
+        let _frozen = self.stripes.freeze();
+        f()
+    }
+}
+
+impl<S: Clone> Clone for ExpandingFilter<S> {
+    /// A copy of the filter as it is at one instant: writers on other threads wait while it
+    /// is copied (lookups do not).
+    fn clone(&self) -> Self {
+        self.frozen(|| {
+            // Relaxed: no writer runs (the freeze, which orders us after every writer).
+            let doublings = self.doublings.load(Ordering::Relaxed) as u32;
+            let left = self.left.load(Ordering::Relaxed);
+            let splitting = (left > 0).then(|| {
+                let bitmap = self.bitmaps[doublings as usize]
+                    .get()
+                    .expect("a doubling's bitmap is set before it is published");
+                (
+                    table::copy_words(bitmap),
+                    self.next.load(Ordering::Relaxed),
+                    left,
+                )
+            });
+            ExpandingFilter::from_parts(Parts {
+                keys: self.keys.clone(),
+                table: self.table.copy(),
+                max_doublings: self.max_doublings,
+                tail_bits: self.tail_bits,
+                target: self.target,
+                hasher: self.hasher.clone(),
+                doublings,
+                splitting,
+                totals: sum_counts(&self.counts),
+                rng: self.rng.load(Ordering::Relaxed),
+            })
+        })
+    }
+}
+
+/// Stripes for a first table of `base` buckets that may double `max_doublings` times: one
+/// per 256 buckets of the largest table (16 bytes per 256 buckets, under 0.02 bits a lane),
+/// so that writers on many threads rarely meet once it has grown, within `STRIPES`.
+fn stripes_for(base: u64, max_doublings: u32) -> usize {
+    let largest = u128::from(base) << max_doublings.min(64);
+    let wanted = usize::try_from(largest / 256).unwrap_or(usize::MAX);
+    wanted
+        .checked_next_power_of_two()
+        .unwrap_or(usize::MAX)
+        .clamp(STRIPES.0, STRIPES.1)
+}
+
+/// Every counter, summed over the shards.
+fn sum_counts(counts: &[CachePadded<Counts>]) -> Totals {
+    let mut totals = Totals::default();
+    for shard in counts {
+        // Relaxed: statistics, exact once writers are done (see `Counts`).
+        totals.items = totals
+            .items
+            .wrapping_add(shard.items.load(Ordering::Relaxed));
+        totals.occupied = totals
+            .occupied
+            .wrapping_add(shard.occupied.load(Ordering::Relaxed));
+        for (sum, count) in totals.by_tail.iter_mut().zip(&shard.by_tail) {
+            *sum = sum.wrapping_add(count.load(Ordering::Relaxed));
+        }
+    }
+    totals
+}
+
+/// Counter shards holding `totals` (all in the first).
+fn counts_of(totals: &Totals) -> Box<[CachePadded<Counts>]> {
+    let counts: Box<[CachePadded<Counts>]> = (0..SHARDS)
+        .map(|_| CachePadded::new(Counts::default()))
+        .collect();
+    counts[0].reset(totals);
+    counts
+}
+
 impl<S> fmt::Debug for ExpandingFilter<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Relaxed: a snapshot for display, approximate while writers run.
+        let doublings = self.doublings.load(Ordering::Relaxed) as u32;
+        let items = (sum_counts(&self.counts).items as i64).max(0);
         f.debug_struct("ExpandingFilter")
-            .field("items", &self.items)
-            .field("buckets", &self.table.buckets())
+            .field("items", &items)
+            .field("buckets", &self.table.buckets(doublings))
             .field("lane_bits", &self.table.width())
-            .field("doublings", &self.doublings)
-            .field("doubling_in_progress", &self.splitting.is_some())
+            .field("doublings", &doublings)
+            .field(
+                "doubling_in_progress",
+                &(self.left.load(Ordering::Relaxed) > 0),
+            )
             .field("max_doublings", &self.max_doublings)
             .field("target_false_positive_rate", &self.target)
             .finish_non_exhaustive()

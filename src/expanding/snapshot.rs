@@ -16,7 +16,7 @@ use super::builder::is_builder_choice;
 use super::keys::Pos;
 use super::keys::{field_tail_bits, KeyMap, ANCHOR_BITS};
 use super::table::{words_for, Table, LANES};
-use super::{ExpandingFilter, Splitting};
+use super::{ExpandingFilter, Parts, Totals};
 use crate::hasher::DefaultHashBuilder;
 use crate::persist::{hasher_check, Allocation, PersistError, WordReader, WordWriter};
 use crate::sync::Ordering;
@@ -182,6 +182,19 @@ impl Header {
     }
 }
 
+/// A doubling in progress as a snapshot holds it: a bit per old bucket, set once split.
+struct SavedSplit {
+    split: Vec<u64>,
+    next: u64,
+    left: u64,
+}
+
+impl SavedSplit {
+    fn is_split(&self, old: u64) -> bool {
+        self.split[(old / 64) as usize] >> (old % 64) & 1 == 1
+    }
+}
+
 /// What the lanes of a restored table add up to.
 #[derive(Debug, Default)]
 struct LaneCounts {
@@ -199,16 +212,17 @@ struct LaneCounts {
 /// not split yet is empty, and every bit past a segment's last bucket is zero.
 fn count_lanes(
     table: &Table,
-    splitting: Option<&Splitting>,
+    doublings: u32,
+    splitting: Option<&SavedSplit>,
     tail_bits: u32,
 ) -> Result<LaneCounts, PersistError> {
     let invalid = |field| Err(PersistError::InvalidParameter { field });
     let (base, width) = (table.base(), table.width());
-    let old = table.buckets() >> 1;
+    let old = table.buckets(doublings) >> 1;
     let bucket_mask = u128::MAX >> (128 - LANES as u32 * width);
     let is_unsplit = |index: u64| splitting.is_some_and(|s| !s.is_split(index));
     let mut counts = LaneCounts::default();
-    for index in 0..table.buckets() {
+    for index in 0..table.buckets(doublings) {
         let pos = Pos {
             home: index % base,
             high: index / base,
@@ -253,7 +267,7 @@ fn count_lanes(
             }
         }
     }
-    for (s, words) in table.segments().iter().enumerate() {
+    for (s, words) in table.segments().enumerate() {
         let buckets = if s == 0 { base } else { base << (s - 1) };
         if !is_zero_past(words, buckets * LANES * u64::from(width)) {
             return invalid("segment (bits past its last bucket)");
@@ -295,21 +309,59 @@ fn check_split_bitmap(split: &[u64], old: u64, next: u64, left: u64) -> Result<(
 }
 
 impl<S: BuildHasher> ExpandingFilter<S> {
-    fn header(&self) -> Header {
-        let (split_next, split_left) = self.splitting.as_ref().map_or((0, 0), |s| (s.next, s.left));
-        Header {
+    /// The header and the split bitmap (a bit set per old bucket once split) of the filter,
+    /// while no writer runs (the caller froze it).
+    fn header(&self) -> (Header, Option<Vec<u64>>) {
+        // Relaxed: no writer runs (the freeze, which orders us after every writer).
+        let doublings = self.doublings.load(Ordering::Relaxed) as u32;
+        let split = (self.left.load(Ordering::Relaxed) > 0).then(|| {
+            let old = self.table.buckets(doublings - 1);
+            let bitmap = self.bitmaps[doublings as usize]
+                .get()
+                .expect("a doubling's bitmap is set before it is published");
+            // In memory a bit is set until its bucket is split; saved, once it is.
+            bitmap
+                .iter()
+                .enumerate()
+                .map(|(i, w)| {
+                    let first = i as u64 * 64;
+                    let valid = if old - first >= 64 {
+                        u64::MAX
+                    } else {
+                        (1u64 << (old - first)) - 1
+                    };
+                    !w.load(Ordering::Relaxed) & valid
+                })
+                .collect::<Vec<u64>>()
+        });
+        // The next bucket to split, and the number left. Writers split out of order, and an
+        // insert that claimed the next bucket may not have split it yet: saved, "next" is no
+        // further than the first bucket not split (every bucket below it must be split).
+        let (split_next, split_left) = split.as_ref().map_or((0, 0), |split| {
+            let old = self.table.buckets(doublings - 1);
+            let prefix = split
+                .iter()
+                .position(|&w| w != u64::MAX)
+                .map_or(old, |i| i as u64 * 64 + u64::from(split[i].trailing_ones()))
+                .min(old);
+            let done: u64 = split.iter().map(|w| u64::from(w.count_ones())).sum();
+            (self.next.load(Ordering::Relaxed).min(prefix), old - done)
+        });
+        let totals = self.totals();
+        let header = Header {
             width: self.table.width(),
-            doublings: self.doublings,
+            doublings,
             max_doublings: self.max_doublings,
             rate: self.target,
             base: self.table.base(),
-            items: self.items as u64,
-            occupied: self.occupied,
-            rng: self.rng,
+            items: (totals.items as i64).max(0) as u64,
+            occupied: totals.occupied,
+            rng: self.rng.load(Ordering::Relaxed),
             split_next,
             split_left,
             hasher_check: hasher_check(&self.hasher),
-        }
+        };
+        (header, split)
     }
 
     /// Writes a snapshot of the filter (the format is described byte by byte in
@@ -324,7 +376,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// ```
     /// use atomic_cuckoo::ExpandingFilter;
     ///
-    /// let mut filter = ExpandingFilter::builder().capacity(1_000).build()?;
+    /// let filter = ExpandingFilter::builder().capacity(1_000).build()?;
     /// filter.insert("saved")?;
     /// let mut file = Vec::new();
     /// filter.write_to(&mut file)?;
@@ -333,16 +385,19 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn write_to<W: Write + ?Sized>(&self, writer: &mut W) -> io::Result<()> {
-        let mut out = WordWriter::new(writer);
-        out.words(self.header().encode())?;
-        if let Some(splitting) = &self.splitting {
-            out.words(splitting.split.iter().copied())?;
-        }
-        for segment in self.table.segments() {
-            // Relaxed: writes take `&mut self`, so none runs now.
-            out.words(segment.iter().map(|w| w.load(Ordering::Relaxed)))?;
-        }
-        out.finish()
+        self.frozen(|| {
+            let mut out = WordWriter::new(writer);
+            let (header, split) = self.header();
+            out.words(header.encode())?;
+            if let Some(split) = split {
+                out.words(split)?;
+            }
+            for segment in self.table.segments().take(header.doublings as usize + 1) {
+                // Relaxed: no writer runs (the freeze).
+                out.words(segment.iter().map(|w| w.load(Ordering::Relaxed)))?;
+            }
+            out.finish()
+        })
     }
 
     /// The snapshot as bytes (see [`write_to`](ExpandingFilter::write_to)).
@@ -363,8 +418,18 @@ impl<S: BuildHasher> ExpandingFilter<S> {
 
     /// Bytes a snapshot of the filter takes now (it grows when the filter doubles).
     pub fn snapshot_size(&self) -> usize {
-        let bitmap = self.splitting.as_ref().map_or(0, |s| s.split.len());
-        let segments: usize = self.table.segments().iter().map(|s| s.len()).sum();
+        let doublings = self.doublings_now();
+        let bitmap = if self.is_doubling() {
+            self.table.buckets(doublings - 1).div_ceil(64) as usize
+        } else {
+            0
+        };
+        let segments: usize = self
+            .table
+            .segments()
+            .take(doublings as usize + 1)
+            .map(|s| s.len())
+            .sum();
         8 * (HEADER_WORDS + bitmap + segments + 1)
     }
 
@@ -469,7 +534,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
                     header.split_next,
                     header.split_left,
                 )?;
-                Some(Splitting {
+                Some(SavedSplit {
                     split,
                     next: header.split_next,
                     left: header.split_left,
@@ -477,9 +542,9 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             }
             None => None,
         };
-        let table = Table::from_segments(header.base, header.width, segments);
+        let table = Table::from_segments(header.base, header.width, header.max_doublings, segments);
         let tail_bits = header.width - 1 - ANCHOR_BITS;
-        let counts = count_lanes(&table, splitting.as_ref(), tail_bits)?;
+        let counts = count_lanes(&table, header.doublings, splitting.as_ref(), tail_bits)?;
         if counts.occupied != header.occupied {
             return Err(PersistError::CountMismatch {
                 what: "occupied lane count",
@@ -495,21 +560,52 @@ impl<S: BuildHasher> ExpandingFilter<S> {
                 found: counts.lanes,
             });
         }
-        Ok(ExpandingFilter {
+        let splitting = match splitting {
+            Some(saved) => Some((
+                unsplit_bitmap(&saved, header.old_buckets())?,
+                saved.next,
+                saved.left,
+            )),
+            None => None,
+        };
+        Ok(ExpandingFilter::from_parts(Parts {
             keys: KeyMap::new(header.base),
             table,
-            doublings: header.doublings,
-            splitting,
             max_doublings: header.max_doublings,
             tail_bits,
-            items: header.items as usize,
-            occupied: counts.occupied,
-            by_tail: counts.by_tail,
             target: header.rate,
-            rng: header.rng,
             hasher,
-        })
+            doublings: header.doublings,
+            splitting,
+            totals: Totals {
+                items: header.items,
+                occupied: counts.occupied,
+                by_tail: counts.by_tail,
+            },
+            rng: header.rng,
+        }))
     }
+}
+
+/// The in-memory bitmap of a saved doubling in progress over `old` buckets: a bit set per old
+/// bucket not split yet (the saved bits inverted, none past the old buckets).
+fn unsplit_bitmap(saved: &SavedSplit, old: u64) -> Result<BucketWords, PersistError> {
+    let bitmap = BucketWords::zeroed(saved.split.len(), false).map_err(|failed| {
+        PersistError::AllocationFailed {
+            bytes: failed.bytes,
+        }
+    })?;
+    for (index, (word, &split)) in bitmap.iter().zip(&saved.split).enumerate() {
+        let first = index as u64 * 64;
+        let valid = if old - first >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << (old - first)) - 1
+        };
+        // Relaxed: the bitmap is not shared yet.
+        word.store(!split & valid, Ordering::Relaxed);
+    }
+    Ok(bitmap)
 }
 
 impl ExpandingFilter {

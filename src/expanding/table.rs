@@ -15,6 +15,8 @@
 //! halves, so it is copied into both. The two halves only receive that bucket's entries, so a
 //! split never overflows a bucket and never kicks.
 
+use std::sync::OnceLock;
+
 use super::keys::{Pos, ANCHOR_BITS};
 use crate::sync::Ordering;
 use crate::table::BucketWords;
@@ -22,14 +24,21 @@ use crate::table::BucketWords;
 /// Lanes per bucket.
 pub(super) const LANES: u64 = 4;
 
+/// Buckets per stripe group, `2^GROUP_SHIFT`: sixteen buckets of four lanes are `width` whole
+/// words at any width, so no word holds lanes of two groups and writers under different
+/// stripes never load and store one word.
+const GROUP_SHIFT: u32 = 4;
+
 /// The packed lanes, segment by segment.
 pub(super) struct Table {
     /// Lane width in bits, at most 32.
     width: u32,
     base: u64,
-    /// Each with two spare zero words past its last bucket, so that a bucket read never needs
-    /// a bounds test.
-    segments: Vec<BucketWords>,
+    /// One cell per doubling allowed, plus the first table: set, under the grow lock, before
+    /// the doubling that uses it is published (so a lookup that sees the doubling count finds
+    /// its segment set). Each has two spare zero words past its last bucket, so that a bucket
+    /// read never needs a bounds test.
+    segments: Box<[OnceLock<BucketWords>]>,
 }
 
 /// Words for `buckets` buckets of four `width`-bit lanes, plus the spare words.
@@ -44,24 +53,47 @@ fn segment(buckets: u64, width: u32) -> Result<BucketWords, usize> {
     BucketWords::zeroed(len, false).map_err(|failed| failed.bytes)
 }
 
+/// Buckets in segment `s`: the first table, then as many as the table had before doubling `s`.
+pub(super) fn segment_buckets(base: u64, s: usize) -> u64 {
+    if s == 0 {
+        base
+    } else {
+        base << (s - 1)
+    }
+}
+
 impl Table {
-    /// An empty table of `base` buckets, or the bytes it would need when they cannot be had.
-    pub fn new(base: u64, width: u32) -> Result<Self, usize> {
+    /// An empty table of `base` buckets with room for `max_doublings` segments more, or the
+    /// bytes it would need when they cannot be had.
+    pub fn new(base: u64, width: u32, max_doublings: u32) -> Result<Self, usize> {
         debug_assert!((ANCHOR_BITS + 2..=32).contains(&width));
-        Ok(Table {
+        let table = Table {
             width,
             base,
-            segments: vec![segment(base, width)?],
-        })
+            segments: (0..=max_doublings).map(|_| OnceLock::new()).collect(),
+        };
+        table.add_segment(0)?;
+        Ok(table)
     }
 
-    /// A table made of restored segments (`base · 2^(s−1)` buckets in segment `s ≥ 1`, each
-    /// `words_for` words long).
-    pub(super) fn from_segments(base: u64, width: u32, segments: Vec<BucketWords>) -> Self {
-        debug_assert!(segments.iter().enumerate().all(|(s, words)| {
-            let buckets = if s == 0 { base } else { base << (s - 1) };
-            words_for(buckets, width) == Some(words.len())
-        }));
+    /// A table made of restored segments (`segment_buckets` buckets in segment `s`, each
+    /// `words_for` words long), with room for `max_doublings` segments more than the first.
+    pub(super) fn from_segments(
+        base: u64,
+        width: u32,
+        max_doublings: u32,
+        restored: Vec<BucketWords>,
+    ) -> Self {
+        debug_assert!(restored
+            .iter()
+            .enumerate()
+            .all(|(s, words)| { words_for(segment_buckets(base, s), width) == Some(words.len()) }));
+        debug_assert!(restored.len() <= max_doublings as usize + 1);
+        let segments: Box<[OnceLock<BucketWords>]> =
+            (0..=max_doublings).map(|_| OnceLock::new()).collect();
+        for (cell, words) in segments.iter().zip(restored) {
+            let _ = cell.set(words);
+        }
         Table {
             width,
             base,
@@ -69,14 +101,14 @@ impl Table {
         }
     }
 
-    /// The segments, oldest first.
-    pub(super) fn segments(&self) -> &[BucketWords] {
-        &self.segments
+    /// The segments added so far, oldest first.
+    pub(super) fn segments(&self) -> impl Iterator<Item = &BucketWords> {
+        self.segments.iter().map_while(OnceLock::get)
     }
 
-    /// Buckets in all segments.
-    pub fn buckets(&self) -> u64 {
-        self.base << (self.segments.len() - 1)
+    /// Buckets after `doublings` doublings.
+    pub fn buckets(&self, doublings: u32) -> u64 {
+        self.base << doublings
     }
 
     pub fn base(&self) -> u64 {
@@ -87,35 +119,46 @@ impl Table {
         self.width
     }
 
-    /// Bytes held by the segments.
+    /// Bytes held by the segments added so far.
     pub fn bytes(&self) -> usize {
-        self.segments.iter().map(|s| s.len() * 8).sum()
+        self.segments().map(|s| s.len() * 8).sum()
     }
 
-    /// The bytes the next segment asks for (`usize::MAX` when its size overflows).
-    pub fn next_segment_bytes(&self) -> usize {
-        words_for(self.buckets(), self.width).map_or(usize::MAX, |w| w.saturating_mul(8))
-    }
-
-    /// Adds the segment of the next doubling: as many buckets as there are. On an allocation
-    /// failure nothing changes.
-    pub fn add_segment(&mut self) -> Result<(), usize> {
-        let added = segment(self.buckets(), self.width)?;
-        self.segments.push(added);
+    /// Adds segment `s` (`s ≥ 1`: the buckets of doubling `s`, as many as the table had). On
+    /// an allocation failure nothing changes. Callers serialize (the grow lock).
+    pub fn add_segment(&self, s: usize) -> Result<(), usize> {
+        let cell = self.segments.get(s).ok_or(usize::MAX)?;
+        if cell.get().is_none() {
+            let _ = cell.set(segment(segment_buckets(self.base, s), self.width)?);
+        }
         Ok(())
+    }
+
+    /// The segment index and the bucket's index within it, for the bucket at `pos`.
+    #[inline(always)]
+    fn segment_of(&self, pos: Pos) -> (usize, u64) {
+        // The high part's bit length is its segment; the segment starts at high 2^(s-1).
+        let segment = (64 - pos.high.leading_zeros()) as usize;
+        let first_high = (1u64 << segment) >> 1;
+        (segment, pos.home + self.base * (pos.high - first_high))
     }
 
     /// The segment and the first bit of the bucket at `pos`.
     #[inline(always)]
     fn locate(&self, pos: Pos) -> (&BucketWords, u64) {
-        // The high part's bit length is its segment; the segment starts at high 2^(s-1).
-        let segment = (64 - pos.high.leading_zeros()) as usize;
-        let first_high = (1u64 << segment) >> 1;
-        let bucket = pos.home + self.base * (pos.high - first_high);
-        (
-            &self.segments[segment],
-            bucket * LANES * u64::from(self.width),
-        )
+        let (segment, bucket) = self.segment_of(pos);
+        let words = self.segments[segment]
+            .get()
+            .expect("a bucket's segment is added before its doubling is published");
+        (words, bucket * LANES * u64::from(self.width))
+    }
+
+    /// The key of the stripe that guards the bucket at `pos`: its group of sixteen buckets
+    /// within its segment (see `GROUP_SHIFT`), the segment mixed in.
+    #[inline(always)]
+    pub fn stripe_key(&self, pos: Pos) -> usize {
+        let (segment, bucket) = self.segment_of(pos);
+        ((bucket >> GROUP_SHIFT) as usize).wrapping_add(segment.wrapping_mul(0x9e37_79b9))
     }
 
     /// The four lanes of the bucket at `pos`, lane 0 in the lowest bits (at most 128 bits).
@@ -129,8 +172,10 @@ impl Table {
             Some([a, b, c]) => [a, b, c],
             _ => unreachable!("two spare words follow every bucket"),
         };
-        // Relaxed throughout: writes take `&mut` of the filter, so no access races.
-        let load = |w: &crate::sync::AtomicU64| u128::from(w.load(Ordering::Relaxed));
+        // Acquire: a lookup validates its stripe's version after these loads (the seqlock
+        // reader, see `stripe`); a load that sees a writer's store must order that check after
+        // it. Plain loads on x86.
+        let load = |w: &crate::sync::AtomicU64| u128::from(w.load(Ordering::Acquire));
         let low = load(a) | (load(b) << 64);
         // The third word's bits land from bit 128 - shift up, none when the bucket starts a
         // word: shifting in two steps keeps each shift below 128 and gives 0 for shift 0.
@@ -139,14 +184,16 @@ impl Table {
     }
 
     /// Lane `lane` of the bucket at `pos`.
-    #[inline(always)]
+    #[cfg(test)]
     pub fn get(&self, pos: Pos, lane: u64) -> u64 {
-        (self.bucket(pos) >> (lane * u64::from(self.width))) as u64 & ((1u64 << self.width) - 1)
+        lane_of(self.bucket(pos), lane, self.width)
     }
 
-    /// Sets lane `lane` of the bucket at `pos` to `value` (which fits the width).
+    /// Sets lane `lane` of the bucket at `pos` to `value` (which fits the width). The caller
+    /// holds the bucket's stripe: only the words the lane lies on are stored, so a word of
+    /// another group is never written back.
     #[inline(always)]
-    pub fn set(&mut self, pos: Pos, lane: u64, value: u64) {
+    pub fn set(&self, pos: Pos, lane: u64, value: u64) {
         debug_assert!(value >> self.width == 0);
         let width = self.width;
         let (words, bucket_bit) = self.locate(pos);
@@ -154,22 +201,32 @@ impl Table {
         let word = (bit / 64) as usize;
         let shift = (bit % 64) as u32;
         let mask = ((1u128 << width) - 1) << shift;
-        let window = u128::from(words[word].load(Ordering::Relaxed))
-            | (u128::from(words[word + 1].load(Ordering::Relaxed)) << 64);
-        let window = (window & !mask) | (u128::from(value) << shift);
+        // Relaxed: we hold the stripe (the lock's Acquire ordered us after its last writer), and
+        // the stores are published by the stripe's release fence and unlock.
+        let first = u128::from(words[word].load(Ordering::Relaxed));
+        let straddles = shift + width > 64;
+        let second = if straddles {
+            u128::from(words[word + 1].load(Ordering::Relaxed))
+        } else {
+            0
+        };
+        let window = ((first | (second << 64)) & !mask) | (u128::from(value) << shift);
         words[word].store(window as u64, Ordering::Relaxed);
-        words[word + 1].store((window >> 64) as u64, Ordering::Relaxed);
+        if straddles {
+            words[word + 1].store((window >> 64) as u64, Ordering::Relaxed);
+        }
     }
 
     /// The first empty lane of the bucket at `pos`.
     #[inline(always)]
     pub fn empty_lane(&self, pos: Pos) -> Option<u64> {
-        (0..LANES).find(|&lane| self.get(pos, lane) == 0)
+        let lanes = self.bucket(pos);
+        (0..LANES).find(|&lane| lane_of(lanes, lane, self.width) == 0)
     }
 
-    /// Empties every lane.
+    /// Empties every lane (`&mut`: no other thread reads them).
     pub fn clear(&mut self) {
-        for words in &self.segments {
+        for words in self.segments() {
             for word in words.iter() {
                 word.store(0, Ordering::Relaxed);
             }
@@ -178,11 +235,11 @@ impl Table {
 
     /// Splits the bucket at `pos`, of a table of `base · 2^k` buckets whose segment `k + 1`
     /// has been added, into `pos` and `pos` plus `2^k` in its high part. Returns how many
-    /// entries were copied into both (those with no tail bit left).
-    pub fn split(&mut self, pos: Pos, k: u32) -> u64 {
+    /// entries were copied into both (those with no tail bit left). The caller holds both
+    /// halves' stripes.
+    pub fn split(&self, pos: Pos, k: u32) -> u64 {
         let lanes = self.bucket(pos);
         let width = self.width;
-        let lane_mask = (1u64 << width) - 1;
         for lane in 0..LANES {
             self.set(pos, lane, 0);
         }
@@ -196,7 +253,7 @@ impl Table {
         let mut filled = [0u64; 2];
         let mut copied = 0;
         for lane in 0..LANES {
-            let entry = (lanes >> (lane * u64::from(width))) as u64 & lane_mask;
+            let entry = lane_of(lanes, lane, width);
             if entry == 0 {
                 continue;
             }
@@ -218,24 +275,34 @@ impl Table {
     }
 }
 
-impl Clone for Table {
-    fn clone(&self) -> Self {
-        let segments = self
-            .segments
-            .iter()
-            .map(|words| {
-                let copy = BucketWords::zeroed(words.len(), false).unwrap_or_else(|failed| {
-                    std::alloc::handle_alloc_error(layout_of(failed.bytes))
-                });
-                for (from, to) in words.iter().zip(copy.iter()) {
-                    let word = from.load(Ordering::Relaxed);
-                    if word != 0 {
-                        to.store(word, Ordering::Relaxed);
-                    }
-                }
-                copy
-            })
-            .collect();
+/// Lane `lane` of a bucket's lanes as `bucket` returns them.
+#[inline(always)]
+pub(super) fn lane_of(lanes: u128, lane: u64, width: u32) -> u64 {
+    (lanes >> (lane * u64::from(width))) as u64 & ((1u64 << width) - 1)
+}
+
+/// A copy of `words` (the caller keeps writers out while it reads them).
+pub(super) fn copy_words(words: &BucketWords) -> BucketWords {
+    let copy = BucketWords::zeroed(words.len(), false)
+        .unwrap_or_else(|failed| std::alloc::handle_alloc_error(layout_of(failed.bytes)));
+    for (from, to) in words.iter().zip(copy.iter()) {
+        // Relaxed: no writer runs (see above), and `copy` is not shared yet.
+        let word = from.load(Ordering::Relaxed);
+        if word != 0 {
+            to.store(word, Ordering::Relaxed);
+        }
+    }
+    copy
+}
+
+impl Table {
+    /// A copy of the table, for a filter's clone (the caller keeps writers out).
+    pub(super) fn copy(&self) -> Self {
+        let segments: Box<[OnceLock<BucketWords>]> =
+            self.segments.iter().map(|_| OnceLock::new()).collect();
+        for (cell, words) in segments.iter().zip(self.segments()) {
+            let _ = cell.set(copy_words(words));
+        }
         Table {
             width: self.width,
             base: self.base,
@@ -263,9 +330,9 @@ mod tests {
     #[test]
     fn lanes_of_every_width_read_back_what_was_set() {
         for width in ANCHOR_BITS + 2..=32 {
-            let mut table = Table::new(10, width).unwrap();
-            table.add_segment().unwrap();
-            let slots = table.buckets() * LANES;
+            let table = Table::new(10, width, 1).unwrap();
+            table.add_segment(1).unwrap();
+            let slots = table.buckets(1) * LANES;
             let mut expected = vec![0u64; slots as usize];
             let mut x = u64::from(width);
             for round in 0..300 {
@@ -285,8 +352,8 @@ mod tests {
     #[test]
     fn a_split_moves_each_entry_by_its_lowest_tail_bit() {
         let width = 12;
-        let mut table = Table::new(2, width).unwrap();
-        table.add_segment().unwrap();
+        let table = Table::new(2, width, 1).unwrap();
+        table.add_segment(1).unwrap();
         let anchor = 3;
         let at = Pos { home: 1, high: 0 };
         // Tails 0b10 (stays), 0b11 (moves up), and an entry with no tail bit left.
@@ -303,6 +370,6 @@ mod tests {
         // The other home's buckets were not touched.
         assert_eq!(table.empty_lane(Pos { home: 0, high: 0 }), Some(0));
         assert_eq!(table.empty_lane(Pos { home: 0, high: 1 }), Some(0));
-        assert_eq!(table.buckets(), 4);
+        assert_eq!(table.buckets(1), 4);
     }
 }

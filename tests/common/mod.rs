@@ -215,3 +215,27 @@ pub fn resident() -> usize {
         .expect("a VmRSS line");
     kib * 1024
 }
+
+/// What finished doublings' bitmaps may keep: those under 16 KiB stay allocated (lookups on
+/// other threads may still read them), 32 KiB at most in all, and a clone does not copy them.
+pub const FINISHED_BITMAPS: usize = 32 << 10;
+
+/// Asserts that `filter` (perhaps mid-doubling) and `other` (a copy, perhaps finished) report
+/// the same memory but for the bitmap of a doubling in progress and what finished doublings'
+/// bitmaps keep: a segment counted twice or not at all is far more.
+pub fn assert_memory_agrees(
+    at: &str,
+    filter: &atomic_cuckoo::ExpandingFilter,
+    other: &atomic_cuckoo::ExpandingFilter,
+) {
+    let bitmap = if filter.is_doubling() {
+        (filter.buckets() / 2).div_ceil(64) as usize * 8
+    } else {
+        0
+    };
+    let (a, b) = (filter.memory_usage(), other.memory_usage());
+    assert!(
+        a.abs_diff(b) <= bitmap + FINISHED_BITMAPS,
+        "{at}: memory_usage {a} against {b} (a bitmap of {bitmap} bytes in progress)"
+    );
+}

@@ -39,7 +39,7 @@ fn default_is_the_builder_default() {
 
 #[test]
 fn insert_unique_adds_each_item_once_through_doublings() {
-    let mut filter = ExpandingFilter::builder().capacity(100).build().unwrap();
+    let filter = ExpandingFilter::builder().capacity(100).build().unwrap();
     for round in 0..3 {
         for x in 0..20_000u64 {
             let added = filter.insert_unique(&x).unwrap();

@@ -101,7 +101,7 @@ fn an_expanding_filter_header_claiming_a_huge_table_allocates_little() {
     println!("huge ExpandingFilter header: refused after at most {peak} bytes allocated");
 
     // A real restore: the filter's size plus the read buffer (twice that for a stream).
-    let mut filter = ExpandingFilter::builder()
+    let filter = ExpandingFilter::builder()
         .capacity(100_000)
         .build()
         .unwrap();

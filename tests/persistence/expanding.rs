@@ -15,7 +15,7 @@ const HEADER_WORDS: usize = 11;
 /// A filter with duplicates and removals, `items` inserts long; stops at the first refused
 /// insert. Returns the keys it still holds.
 fn filled(capacity: usize, rate: f64, items: usize, seed: u64) -> (ExpandingFilter, Vec<u64>) {
-    let mut filter = ExpandingFilter::builder()
+    let filter = ExpandingFilter::builder()
         .capacity(capacity)
         .false_positive_rate(rate)
         .build()
@@ -44,7 +44,7 @@ fn mid_doubling(
     doublings: u32,
     seed: u64,
 ) -> (ExpandingFilter, Vec<u64>) {
-    let mut filter = ExpandingFilter::builder()
+    let filter = ExpandingFilter::builder()
         .capacity(capacity)
         .false_positive_rate(rate)
         .build()
@@ -75,7 +75,7 @@ fn assert_same(a: &ExpandingFilter, b: &ExpandingFilter, kept: &[u64], seed: u64
         a.target_false_positive_rate(),
         b.target_false_positive_rate()
     );
-    assert_eq!(a.memory_usage(), b.memory_usage());
+    common::assert_memory_agrees("a restored copy", a, b);
     assert!(kept.iter().all(|k| b.contains(k)), "an item was lost");
     let absent = common::distinct_keys(seed ^ 0xabcd, 5_000);
     assert!(absent.iter().all(|k| a.contains(k) == b.contains(k)));
@@ -103,7 +103,7 @@ fn resealed(mut words: Vec<u64>) -> Vec<u8> {
 /// A small snapshot with every part: three doublings, the fourth in progress (a split bitmap),
 /// copies of exhausted entries at a coarse rate.
 fn small() -> (ExpandingFilter, Vec<u64>) {
-    let (mut filter, mut kept) = mid_doubling(20, 0.2, 3, 17);
+    let (filter, mut kept) = mid_doubling(20, 0.2, 3, 17);
     // A few inserts more, so that the doubling has split a few buckets in order.
     for k in common::distinct_keys(18, 3) {
         filter.insert(&k).unwrap();
@@ -123,7 +123,7 @@ fn round_trip_at_several_sizes_and_rates() {
         (500, 0.001, 30_000),
         (5_000, 1e-5, 10_000),
     ] {
-        let (mut filter, kept) = filled(capacity, rate, items, seed);
+        let (filter, kept) = filled(capacity, rate, items, seed);
         for f in [&filter.clone(), {
             filter.finish_doubling();
             &filter
@@ -154,8 +154,8 @@ fn an_empty_filter_round_trips() {
 fn a_doubling_in_progress_round_trips_and_goes_on_identically() {
     let seed = common::seed("expanding mid-doubling");
     for (capacity, rate, doublings) in [(20, 0.2, 1), (2_000, 0.01, 2), (300, 0.001, 4)] {
-        let (mut filter, kept) = mid_doubling(capacity, rate, doublings, seed);
-        let mut restored = ExpandingFilter::from_bytes(&filter.to_bytes()).unwrap();
+        let (filter, kept) = mid_doubling(capacity, rate, doublings, seed);
+        let restored = ExpandingFilter::from_bytes(&filter.to_bytes()).unwrap();
         assert!(restored.is_doubling());
         assert_same(&filter, &restored, &kept, seed);
         // The same inserts and removes split, kick and double the same way in both.
@@ -269,7 +269,7 @@ fn restore_and_use(bytes: &[u8], probes: &[u64]) -> Result<ExpandingFilter, Pers
         streamed.as_ref().err(),
         whole.as_ref().err()
     );
-    if let Ok(mut f) = streamed {
+    if let Ok(f) = streamed {
         for k in probes {
             let _ = f.contains(k);
         }
@@ -366,7 +366,7 @@ fn specific_corruptions_get_specific_errors() {
 
 #[test]
 fn restoring_with_another_hasher_is_refused() {
-    let mut filter = ExpandingFilter::builder()
+    let filter = ExpandingFilter::builder()
         .capacity(100)
         .hasher(RandomState::new())
         .build()
@@ -733,7 +733,7 @@ fn attack_mid_doubling_with_exhausted_entries_round_trips() {
     // At these rates, 7 or 8 planned doublings outlast the tail bits (a width of 6 tail bits,
     // one doubling of slack): entries stored before the first doubling run out of bits.
     for (rate, planned) in [(0.5, 7), (0.4, 8), (0.3, 7)] {
-        let mut filter = ExpandingFilter::builder()
+        let filter = ExpandingFilter::builder()
             .capacity(8)
             .false_positive_rate(rate)
             .max_doublings(planned)
@@ -787,7 +787,7 @@ fn attack_mid_doubling_with_exhausted_entries_round_trips() {
 /// no tail bit left (so occupied > non-empty lanes), and its layout.
 fn exhausted_mid_doubling(seed: u64) -> (ExpandingFilter, Vec<u64>, Layout) {
     let mut rng = common::Rng::new(seed);
-    let mut filter = ExpandingFilter::builder()
+    let filter = ExpandingFilter::builder()
         .capacity(8)
         .false_positive_rate(0.5)
         .max_doublings(7)
@@ -987,7 +987,7 @@ fn attack_forged_but_valid_snapshots_are_accepted_and_usable() {
     let small_words = words_of(&small().0.to_bytes());
     let small_layout = Layout::of(&small_words);
     let plain = {
-        let mut f = small().0;
+        let f = small().0;
         f.finish_doubling();
         f
     };
@@ -1037,8 +1037,8 @@ fn attack_forged_but_valid_snapshots_are_accepted_and_usable() {
             Err(e) => panic!("round {round}: a spec-valid forgery refused: {e:?}"),
         };
         accepted += 1;
-        let mut streamed = ExpandingFilter::read_from(&bytes[..]).unwrap();
-        let mut clone = f.clone();
+        let streamed = ExpandingFilter::read_from(&bytes[..]).unwrap();
+        let clone = f.clone();
         assert_eq!(f.to_bytes(), bytes, "round {round}: saved differently");
         // Everything at once, the same on all three.
         let what = format!("round {round}");

@@ -141,7 +141,7 @@ fn serde_rejects_corrupt_snapshots() {
 #[test]
 fn an_expanding_filter_serializes_as_its_snapshot_and_comes_back_validated() {
     use atomic_cuckoo::ExpandingFilter;
-    let mut filter = ExpandingFilter::builder().capacity(100).build().unwrap();
+    let filter = ExpandingFilter::builder().capacity(100).build().unwrap();
     for i in 0..1_000u32 {
         filter.insert(&i).unwrap();
     }
