@@ -3,6 +3,7 @@
 //! bucket it touches, if none of them changed meanwhile; and the tests that tell a full table
 //! from buckets jammed by copies of a few items.
 
+use std::collections::HashMap;
 use std::hash::BuildHasher;
 
 use super::keys::{field_tail_bits, Key, Pos, ANCHOR_BITS};
@@ -14,26 +15,49 @@ use crate::sync::Ordering;
 #[derive(Default)]
 struct Plan {
     buckets: Vec<(Pos, u128, u128)>,
+    /// Where each bucket is in `buckets`, once the walk is long enough that a scan of them
+    /// would cost more than hashing (a walk may be hundreds of kicks long).
+    index: Option<HashMap<Pos, usize>>,
 }
 
+/// Buckets a walk plans before `Plan` indexes them.
+const SCANNED_BUCKETS: usize = 16;
+
 impl Plan {
+    /// Where the bucket at `pos` is in `buckets`, if the walk read it.
+    fn find(&self, pos: Pos) -> Option<usize> {
+        match &self.index {
+            Some(index) => index.get(&pos).copied(),
+            None => self.buckets.iter().position(|(at, _, _)| *at == pos),
+        }
+    }
+
     /// The lanes of the bucket at `pos` as the walk has left them so far.
     fn read<S: BuildHasher>(&mut self, filter: &ExpandingFilter<S>, pos: Pos) -> u128 {
-        if let Some(&(_, _, now)) = self.buckets.iter().find(|(at, _, _)| *at == pos) {
-            return now;
+        if let Some(i) = self.find(pos) {
+            return self.buckets[i].2;
         }
         let lanes = filter.table.bucket(pos);
         self.buckets.push((pos, lanes, lanes));
+        match &mut self.index {
+            Some(index) => {
+                index.insert(pos, self.buckets.len() - 1);
+            }
+            None if self.buckets.len() > SCANNED_BUCKETS => {
+                let positions = self.buckets.iter().enumerate();
+                self.index = Some(positions.map(|(i, &(at, _, _))| (at, i)).collect());
+            }
+            None => {}
+        }
         lanes
     }
 
     /// Sets lane `lane` of the (read) bucket at `pos` to `value`, in the plan.
     fn write(&mut self, pos: Pos, lane: u64, value: u64, width: u32) {
-        let (_, _, now) = self
-            .buckets
-            .iter_mut()
-            .find(|(at, _, _)| *at == pos)
+        let i = self
+            .find(pos)
             .expect("a walk reads a bucket before it writes it");
+        let now = &mut self.buckets[i].2;
         let shift = lane * u64::from(width);
         let mask = ((1u128 << width) - 1) << shift;
         *now = (*now & !mask) | (u128::from(value) << shift);
