@@ -312,3 +312,58 @@ pub fn rb_lookup(filter: &RedisCuckooFilter, item: &[u8]) -> (Outcome, Vec<Outco
     let (answer, asked) = filter.loom_lookup(item);
     (outcome(answer), asked.into_iter().map(outcome).collect())
 }
+
+/// An empty [`ExpandingFilter`](crate::ExpandingFilter) of `base` (even) first-table buckets
+/// of four `lane_bits`-bit lanes that may double `max_doublings` times, items hashed by
+/// [`PassThrough`]. Its stripes: every bucket of the first table on one, each later segment's
+/// on another (so a split takes two, and a lookup of a split bucket validates both).
+pub fn tiny_expanding(
+    base: u64,
+    lane_bits: u32,
+    max_doublings: u32,
+) -> crate::ExpandingFilter<PassThrough> {
+    crate::ExpandingFilter::loom_tiny(base, lane_bits, max_doublings)
+}
+
+/// `item`'s bucket on each side after `doublings` doublings: (home, high part).
+pub fn expanding_buckets(
+    filter: &crate::ExpandingFilter<PassThrough>,
+    item: u64,
+    doublings: u32,
+) -> [(u64, u64); 2] {
+    filter.loom_buckets(item, doublings)
+}
+
+/// Stores `item`'s entry in its bucket on `side`; false when that bucket is full.
+pub fn expanding_place(
+    filter: &crate::ExpandingFilter<PassThrough>,
+    item: u64,
+    side: usize,
+) -> bool {
+    filter.loom_place(item, side)
+}
+
+/// Whether `item`'s bucket on `side` holds an entry that matches it.
+pub fn expanding_holds(
+    filter: &crate::ExpandingFilter<PassThrough>,
+    item: u64,
+    side: usize,
+) -> bool {
+    filter.loom_holds(item, side)
+}
+
+/// The full outcome of `contains(item)`.
+pub fn expanding_lookup(filter: &crate::ExpandingFilter<PassThrough>, item: u64) -> Outcome {
+    outcome(filter.loom_lookup(item))
+}
+
+/// Begins the next doubling now (adds the segment and the split bitmap, publishes the count);
+/// no bucket is split yet.
+pub fn expanding_begin_doubling(filter: &crate::ExpandingFilter<PassThrough>) {
+    filter.loom_begin_doubling();
+}
+
+/// Splits `item`'s old bucket on `side` if the doubling in progress has not split it yet.
+pub fn expanding_split(filter: &crate::ExpandingFilter<PassThrough>, item: u64, side: usize) {
+    filter.loom_split(item, side);
+}

@@ -15,6 +15,20 @@ pub use loom::sync::Arc;
 /// The filter type of every model: items are their own hashes.
 pub type Filter = CuckooFilter<PassThrough>;
 
+/// The expanding filter of the expanding models: items are their own hashes.
+pub type Expanding = atomic_cuckoo::ExpandingFilter<PassThrough>;
+
+/// The first item (hash) from a fixed sequence that `wanted` accepts and `taken` does not
+/// hold, added to `taken`: models search their items, so every interleaving starts alike.
+pub fn find_item(taken: &mut Vec<u64>, wanted: impl Fn(u64) -> bool) -> u64 {
+    let item = (1u64..1 << 20)
+        .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+        .find(|&item| !taken.contains(&item) && wanted(item))
+        .expect("some item has these buckets");
+    taken.push(item);
+    item
+}
+
 /// Fingerprint width of the models: 32 bits, so a bucket has two slots and fills quickly.
 pub const BITS: u32 = 32;
 

@@ -20,7 +20,7 @@ use crate::hasher::DefaultHashBuilder;
 const DEFAULT_DOUBLINGS: u32 = 12;
 
 /// Most doublings: a stream bit for every doubling, and tail bits beyond them.
-const MAX_DOUBLINGS: u32 = 32;
+pub(super) const MAX_DOUBLINGS: u32 = 32;
 
 /// Widest lane: a marker bit and 31 bits of entry.
 const MAX_LANE_BITS: u32 = 32;

@@ -59,18 +59,17 @@ impl<S: BuildHasher> ExpandingFilter<S> {
         for shard in self.counts.iter() {
             // Counted as if split already: each entry loses a tail bit, and one with none left
             // becomes two (lanes included). Writers split a bucket before they touch it, so
-            // this stays exact. Relaxed: no writer runs (the freeze).
-            let mut by_tail: Vec<u64> = shard
-                .by_tail
-                .iter()
-                .map(|c| c.load(Ordering::Relaxed))
-                .collect();
-            let exhausted = by_tail[0];
-            by_tail.remove(0);
-            by_tail.push(0);
-            by_tail[0] = by_tail[0].wrapping_add(exhausted.wrapping_mul(2));
-            for (count, value) in shard.by_tail.iter().zip(by_tail) {
-                count.store(value, Ordering::Relaxed);
+            // this stays exact. No entry has more tail bits than a new one, so the counts
+            // above stay zero. Relaxed: no writer runs (the freeze).
+            let tails = &shard.by_tail[..=self.tail_bits as usize];
+            let old: Vec<u64> = tails.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+            let exhausted = old[0];
+            for (tail, count) in tails.iter().enumerate() {
+                let mut shifted = old.get(tail + 1).copied().unwrap_or(0);
+                if tail == 0 {
+                    shifted = shifted.wrapping_add(exhausted.wrapping_mul(2));
+                }
+                count.store(shifted, Ordering::Relaxed);
             }
             let occupied = shard.occupied.load(Ordering::Relaxed);
             shard

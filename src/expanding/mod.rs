@@ -10,6 +10,8 @@ mod builder;
 mod doubling;
 mod keys;
 mod kicks;
+#[cfg(loom)]
+mod loom_hook;
 mod snapshot;
 mod std_impls;
 mod table;
@@ -35,7 +37,11 @@ use table::{lane_of, Table, LANES};
 const MAX_LOAD: f64 = 0.95;
 
 /// Moves of one random-walk kick chain before the table doubles.
+#[cfg(not(loom))]
 const MAX_KICKS: u32 = 500;
+/// Under loom, a few (models place their items so that walks are short).
+#[cfg(loom)]
+const MAX_KICKS: u32 = 4;
 
 /// Buckets of an unfinished doubling that each insert splits. A doubling has as many buckets
 /// to split as the table had, and the next doubling comes at least 3.8 inserts per bucket
@@ -44,7 +50,11 @@ const SPLITS_PER_INSERT: u64 = 2;
 
 /// Optimistic attempts of a lookup before it answers "maybe present" (a writer kept changing
 /// its buckets): so a lookup never waits for a writer.
+#[cfg(not(loom))]
 const READ_ATTEMPTS: u32 = 64;
+/// Under loom, a few: each retry is a path to explore.
+#[cfg(loom)]
+const READ_ATTEMPTS: u32 = 3;
 
 /// Counter shards: writers under different stripes count into different cache lines.
 #[cfg(not(loom))]

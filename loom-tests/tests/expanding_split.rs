@@ -1,0 +1,88 @@
+//! Model 17: a doubling's split of one bucket while a lookup reads it, and two splits of one
+//! bucket at once, in an `ExpandingFilter`.
+//!
+//! A doubling in progress is begun in the setup. x and y share their bucket on side 0; a split
+//! moves x into the new half and keeps y in the old one (their next bits are 1 and 0), and y's
+//! bit after that is 1, so a second split of the same bucket would move y over x.
+//!
+//! A lookup reads the old bucket while its bit says "not split", under the old bucket's
+//! stripe, which the split holds while it clears the bit: mutant `expanding_unvalidated_old`
+//! takes that read as proven without validating the stripe (it misses x after the split moved
+//! it), and mutant `expanding_bit_after_unlock` clears the bit after letting the stripes go (a
+//! lookup then reads the split bucket as unsplit under a settled version, and a second split
+//! splits it again).
+#![cfg(loom)]
+
+use loom_tests::{check_both_orders, find_item, hook, Expanding, Outcome};
+
+struct Split {
+    filter: Expanding,
+    x: u64,
+    y: u64,
+}
+
+fn split_setup() -> Split {
+    let filter = hook::tiny_expanding(4, 12, 2);
+    let mut taken = Vec::new();
+    // x: side 0 moves up on the first doubling.
+    let x = find_item(&mut taken, |x| {
+        hook::expanding_buckets(&filter, x, 1)[0].1 == 1
+    });
+    let home = hook::expanding_buckets(&filter, x, 0)[0].0;
+    // y: the same side-0 bucket, stays down on the first doubling, moves up on the second.
+    let y = find_item(&mut taken, |y| {
+        let side = |d: u32| hook::expanding_buckets(&filter, y, d)[0];
+        side(0).0 == home && side(1).1 == 0 && side(2).1 == 2
+    });
+    assert!(hook::expanding_place(&filter, x, 0));
+    assert!(hook::expanding_place(&filter, y, 0));
+    hook::expanding_begin_doubling(&filter);
+    assert_eq!(filter.doublings(), 1);
+    assert!(filter.is_doubling());
+    Split { filter, x, y }
+}
+
+fn split_x(s: &Split) {
+    hook::expanding_split(&s.filter, s.x, 0);
+}
+
+fn look_up_x(s: &Split) {
+    assert_ne!(
+        hook::expanding_lookup(&s.filter, s.x),
+        Outcome::Absent,
+        "x missed while its bucket was split"
+    );
+}
+
+fn after_split(s: &Split) {
+    for (name, item) in [("x", s.x), ("y", s.y)] {
+        assert_eq!(
+            hook::expanding_lookup(&s.filter, item),
+            Outcome::Present,
+            "{name} lost by a split"
+        );
+    }
+    assert_eq!(s.filter.len(), 2);
+}
+
+#[test]
+fn a_lookup_of_an_entry_that_a_split_moves_never_misses() {
+    check_both_orders(
+        "expanding: split vs lookup",
+        split_setup,
+        split_x,
+        look_up_x,
+        after_split,
+    );
+}
+
+#[test]
+fn two_threads_splitting_one_bucket_split_it_once() {
+    check_both_orders(
+        "expanding: split vs split",
+        split_setup,
+        split_x,
+        split_x,
+        after_split,
+    );
+}

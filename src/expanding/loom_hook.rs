@@ -1,0 +1,93 @@
+//! Test-only access to an [`ExpandingFilter`] for the loom models (compiled only with
+//! `--cfg loom`): tiny tables, entries placed in chosen buckets, a doubling begun and a bucket
+//! split on demand, and the full outcome of a lookup. All of it drives the real code.
+
+use super::builder::MAX_DOUBLINGS;
+use super::keys::{KeyMap, ANCHOR_BITS};
+use super::table::Table;
+use super::{ExpandingFilter, Parts, Totals, READ_ATTEMPTS};
+use crate::loom_hook::PassThrough;
+use crate::sync::reader_pause;
+use crate::table::Lookup;
+
+impl ExpandingFilter<PassThrough> {
+    /// An empty filter of `base` (even) first-table buckets of four `lane_bits`-bit lanes that
+    /// may double `max_doublings` times; items are their own hashes.
+    pub(crate) fn loom_tiny(base: u64, lane_bits: u32, max_doublings: u32) -> Self {
+        assert!(max_doublings <= MAX_DOUBLINGS);
+        let table = Table::new(base, lane_bits, max_doublings).expect("a tiny table");
+        ExpandingFilter::from_parts(Parts {
+            keys: KeyMap::new(base),
+            table,
+            max_doublings,
+            tail_bits: lane_bits - 1 - ANCHOR_BITS,
+            target: 0.5,
+            hasher: PassThrough,
+            doublings: 0,
+            splitting: None,
+            totals: Totals::default(),
+            rng: 0x2545_f491_4f6c_dd1d,
+        })
+    }
+
+    /// `item`'s bucket on each side after `doublings` doublings: (home, high part).
+    pub(crate) fn loom_buckets(&self, item: u64, doublings: u32) -> [(u64, u64); 2] {
+        let key = self.keys.key(item);
+        [0, 1].map(|side| {
+            let pos = key.pos(side, doublings);
+            (pos.home, pos.high)
+        })
+    }
+
+    /// Stores `item`'s entry in its bucket on `side` (counted as an item); false when that
+    /// bucket is full. Not during a doubling.
+    pub(crate) fn loom_place(&self, item: u64, side: usize) -> bool {
+        let k = self.doublings_now();
+        assert!(!self.is_doubling(), "places only between doublings");
+        let key = self.keys.key(item);
+        let at = [key.pos(0, k), key.pos(1, k)];
+        let _held = self.lock_pair(at[0], at[1]);
+        let Some(lane) = self.table.empty_lane(at[side]) else {
+            return false;
+        };
+        let entry = (key.field(side, k, self.tail_bits) << ANCHOR_BITS) | key.anchor;
+        self.table.set(at[side], lane, entry);
+        self.shard(at[0]).add(1, 1, self.tail_bits);
+        true
+    }
+
+    /// Whether `item`'s bucket on `side` holds an entry that matches it (between doublings).
+    pub(crate) fn loom_holds(&self, item: u64, side: usize) -> bool {
+        let k = self.doublings_now();
+        let key = self.keys.key(item);
+        let at = [key.pos(0, k), key.pos(1, k)];
+        let _held = self.lock_pair(at[0], at[1]);
+        self.matching_lane(&key, side, k).is_some()
+    }
+
+    /// The full outcome of `contains(item)`.
+    pub(crate) fn loom_lookup(&self, item: u64) -> Lookup {
+        let key = self.keys.key(item);
+        for _ in 0..READ_ATTEMPTS {
+            match self.lookup(&key) {
+                Some(true) => return Lookup::Present,
+                Some(false) => return Lookup::Absent,
+                None => reader_pause(),
+            }
+        }
+        Lookup::Unproven
+    }
+
+    /// Begins the next doubling now, as an insert that found the table full would.
+    pub(crate) fn loom_begin_doubling(&self) {
+        let k = self.doublings_now();
+        self.double(k).expect("room for another doubling");
+    }
+
+    /// Splits the old bucket of `item` on `side`, as a writer about to touch it would.
+    pub(crate) fn loom_split(&self, item: u64, side: usize) {
+        let k = self.doublings_now();
+        let key = self.keys.key(item);
+        self.split_at(key.pos(side, k), k);
+    }
+}
