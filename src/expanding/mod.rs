@@ -540,7 +540,11 @@ impl<S: BuildHasher> ExpandingFilter<S> {
 
     /// Items stored (inserts less removes).
     pub fn len(&self) -> usize {
-        (self.totals().items as i64).max(0) as usize
+        let items = self.counts.iter().fold(0u64, |sum, shard| {
+            // Relaxed: statistics, exact once writers are done (see `Counts`).
+            sum.wrapping_add(shard.items.load(Ordering::Relaxed))
+        });
+        (items as i64).max(0) as usize
     }
 
     /// Whether no item is stored.
