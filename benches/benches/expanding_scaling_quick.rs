@@ -1,0 +1,186 @@
+//! Growth and lookups against thread count: an `ExpandingFilter` and a growing `CuckooFilter`
+//! (levels, `expansion(2)`), both grown from `capacity(1_000)` at a 1 % target by threads that
+//! share them, in one run. A plain timed harness that prints one Markdown table per size.
+//!
+//! ```sh
+//! ATOMIC_CUCKOO_BENCH_THREADS=1,2,4,8,16 ATOMIC_CUCKOO_BENCH_SIZES=1m,50m \
+//!     cargo bench -p peer-benches --bench expanding_scaling_quick -- --rounds 3
+//! ```
+//!
+//! Workloads, each point the median of `--rounds` (default 3):
+//! - `grow`: `threads` threads insert the size's keys (SplitMix64) into a fresh filter, each
+//!   its own share; keys over the wall time from the first thread's start to the last end.
+//! - `absent` and `present`: on the filter the last round grew, each thread looks up keys from
+//!   its own offset (absent ones from another stream) for `--seconds` (default 0.3).
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use atomic_cuckoo::{CuckooFilter, ExpandingFilter};
+use peer_benches::peers::on_threads;
+use peer_benches::{bench_threads, quick_args, quick_sizes, splitmix};
+
+/// Operations between two looks at the clock in the timed loops.
+const CHUNK: usize = 4096;
+
+/// A filter that threads grow and read together.
+trait Grown: Sync {
+    fn insert(&self, key: &u64) -> bool;
+    fn contains(&self, key: &u64) -> bool;
+    fn bits_per_item(&self) -> f64;
+}
+
+impl Grown for ExpandingFilter {
+    fn insert(&self, key: &u64) -> bool {
+        ExpandingFilter::insert(self, key).is_ok()
+    }
+    fn contains(&self, key: &u64) -> bool {
+        ExpandingFilter::contains(self, key)
+    }
+    fn bits_per_item(&self) -> f64 {
+        self.memory_usage() as f64 * 8.0 / self.len() as f64
+    }
+}
+
+impl Grown for CuckooFilter {
+    fn insert(&self, key: &u64) -> bool {
+        CuckooFilter::insert(self, key).is_ok()
+    }
+    fn contains(&self, key: &u64) -> bool {
+        CuckooFilter::contains(self, key)
+    }
+    fn bits_per_item(&self) -> f64 {
+        self.memory_usage() as f64 * 8.0 / self.len() as f64
+    }
+}
+
+fn expanding() -> ExpandingFilter {
+    let builder = ExpandingFilter::builder().capacity(1_000);
+    builder.false_positive_rate(0.01).build().unwrap()
+}
+
+fn levels() -> CuckooFilter {
+    let builder = CuckooFilter::builder().capacity(1_000).expansion(2);
+    builder.false_positive_rate(0.01).build().unwrap()
+}
+
+/// `threads` threads each run `op(t, i)` for `i` counting up until `seconds` have passed; M
+/// operations per second over the wall time from the first start to the last end.
+fn timed_rate(threads: usize, seconds: f64, op: impl Fn(usize, usize) + Sync) -> f64 {
+    let budget = Duration::from_secs_f64(seconds);
+    let (spent, done) = on_threads(threads, |t| {
+        let start = Instant::now();
+        let mut done = 0;
+        while start.elapsed() < budget {
+            for i in done..done + CHUNK {
+                op(t, i);
+            }
+            done += CHUNK;
+        }
+        done
+    });
+    done.iter().sum::<usize>() as f64 / spent.as_secs_f64() / 1e6
+}
+
+/// M lookups per second of `keys` by `threads` threads, each from its own offset.
+fn lookup_rate(filter: &impl Grown, keys: &[u64], threads: usize, seconds: f64) -> f64 {
+    let stride = keys.len() / threads;
+    timed_rate(threads, seconds, |t, i| {
+        black_box(filter.contains(&keys[(t * stride + i) % keys.len()]));
+    })
+}
+
+fn median(mut rates: Vec<f64>) -> f64 {
+    rates.sort_by(f64::total_cmp);
+    rates[rates.len() / 2]
+}
+
+/// One filter kind's rows at one size: grow, then absent and present lookups, per thread count.
+fn measure<F: Grown>(
+    name: &str,
+    build: fn() -> F,
+    keys: &[u64],
+    absent: &[u64],
+    threads: &[usize],
+    rounds: usize,
+    seconds: f64,
+) -> Vec<String> {
+    let mut rows = Vec::new();
+    for &t in threads {
+        let mut grow = Vec::new();
+        let mut kept = None;
+        for _ in 0..rounds {
+            let filter = build();
+            let shares: Vec<&[u64]> = keys.chunks(keys.len().div_ceil(t)).collect();
+            let (spent, stored) = on_threads(t, |i| {
+                let share = shares.get(i).copied().unwrap_or(&[]);
+                share.iter().filter(|k| filter.insert(k)).count()
+            });
+            assert_eq!(
+                stored.iter().sum::<usize>(),
+                keys.len(),
+                "{name}: inserts refused"
+            );
+            grow.push(keys.len() as f64 / spent.as_secs_f64() / 1e6);
+            kept = Some(filter);
+        }
+        let filter = kept.expect("at least one round");
+        let found = absent.iter().filter(|k| filter.contains(k)).count();
+        let reads = |probes: &[u64]| {
+            median(
+                (0..rounds)
+                    .map(|_| lookup_rate(&filter, probes, t, seconds))
+                    .collect(),
+            )
+        };
+        let (absent_rate, present_rate) = (reads(absent), reads(keys));
+        let row = format!(
+            "| {name} | {t} | {:.2} | {absent_rate:.2} | {present_rate:.2} | {:.2} | {:.3} % |",
+            median(grow),
+            filter.bits_per_item(),
+            100.0 * found as f64 / absent.len() as f64,
+        );
+        println!("{row}");
+        rows.push(row);
+    }
+    rows
+}
+
+fn main() {
+    let (rounds, values) = quick_args(&["--seconds"]);
+    let seconds = values.first().map_or(0.3, |(_, s)| {
+        s.parse()
+            .ok()
+            .filter(|s: &f64| *s > 0.0)
+            .expect("--seconds S (S > 0)")
+    });
+    let threads = bench_threads("1,2");
+    for (items, label) in quick_sizes() {
+        let keys = splitmix(0x5CA1E, items);
+        let absent = splitmix(0xAB5E47, items.min(4_000_000));
+        let mut rows = measure(
+            "ExpandingFilter",
+            expanding,
+            &keys,
+            &absent,
+            &threads,
+            rounds,
+            seconds,
+        );
+        rows.extend(measure(
+            "CuckooFilter, levels",
+            levels,
+            &keys,
+            &absent,
+            &threads,
+            rounds,
+            seconds,
+        ));
+        println!("\n{label} items, grown from 1,000 at 1 %; M operations per second, median of {rounds}:\n");
+        println!("| filter | threads | grow | absent lookups | present lookups | bits/item | measured rate |");
+        println!("|---|---:|---:|---:|---:|---:|---:|");
+        for row in rows {
+            println!("{row}");
+        }
+    }
+}
