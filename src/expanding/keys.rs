@@ -37,7 +37,7 @@ fn mix(mut z: u64) -> u64 {
 }
 
 /// A bucket's position: its home bucket in the first table and the bits doublings added.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Pos {
     pub home: u64,
     pub high: u64,

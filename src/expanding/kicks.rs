@@ -3,7 +3,6 @@
 //! bucket it touches, if none of them changed meanwhile; and the tests that tell a full table
 //! from buckets jammed by copies of a few items.
 
-use std::collections::HashMap;
 use std::hash::BuildHasher;
 
 use super::keys::{field_tail_bits, Key, Pos, ANCHOR_BITS};
@@ -15,48 +14,69 @@ use crate::sync::Ordering;
 #[derive(Default)]
 struct Plan {
     buckets: Vec<(Pos, u128, u128)>,
-    /// Where each bucket is in `buckets`, once the walk is long enough that a scan of them
-    /// would cost more than hashing (a walk may be hundreds of kicks long).
-    index: Option<HashMap<Pos, usize>>,
+    /// Once the walk has read more than `SCANNED_BUCKETS` buckets (a walk may be hundreds of
+    /// kicks long), an open-addressing index of them by position: a power of two of slots, at
+    /// least twice as many as buckets, each 0 (empty) or a bucket's index plus one.
+    slots: Vec<u32>,
 }
 
-/// Buckets a walk plans before `Plan` indexes them.
-const SCANNED_BUCKETS: usize = 16;
+/// Buckets a walk plans before `Plan` indexes them: up to this many, a scan is cheaper.
+const SCANNED_BUCKETS: usize = 8;
 
 impl Plan {
-    /// Where the bucket at `pos` is in `buckets`, if the walk read it.
-    fn find(&self, pos: Pos) -> Option<usize> {
-        match &self.index {
-            Some(index) => index.get(&pos).copied(),
-            None => self.buckets.iter().position(|(at, _, _)| *at == pos),
-        }
-    }
-
-    /// The lanes of the bucket at `pos` as the walk has left them so far.
-    fn read<S: BuildHasher>(&mut self, filter: &ExpandingFilter<S>, pos: Pos) -> u128 {
-        if let Some(i) = self.find(pos) {
-            return self.buckets[i].2;
+    /// The index in `buckets` of the bucket at `pos`, read now if the walk has not read it.
+    fn bucket<S: BuildHasher>(&mut self, filter: &ExpandingFilter<S>, pos: Pos) -> usize {
+        if self.slots.is_empty() {
+            if let Some(i) = self.buckets.iter().position(|(at, _, _)| *at == pos) {
+                return i;
+            }
+        } else {
+            let mut slot = self.first_slot(pos);
+            loop {
+                match self.slots[slot] {
+                    0 => break,
+                    i if self.buckets[i as usize - 1].0 == pos => return i as usize - 1,
+                    _ => slot = (slot + 1) & (self.slots.len() - 1),
+                }
+            }
         }
         let lanes = filter.table.bucket(pos);
         self.buckets.push((pos, lanes, lanes));
-        match &mut self.index {
-            Some(index) => {
-                index.insert(pos, self.buckets.len() - 1);
+        let len = self.buckets.len();
+        if len > SCANNED_BUCKETS && 2 * len > self.slots.len() {
+            self.slots = vec![0; (4 * len).next_power_of_two()];
+            for i in 0..len {
+                self.index(i);
             }
-            None if self.buckets.len() > SCANNED_BUCKETS => {
-                let positions = self.buckets.iter().enumerate();
-                self.index = Some(positions.map(|(i, &(at, _, _))| (at, i)).collect());
-            }
-            None => {}
+        } else if !self.slots.is_empty() {
+            self.index(len - 1);
         }
-        lanes
+        len - 1
     }
 
-    /// Sets lane `lane` of the (read) bucket at `pos` to `value`, in the plan.
-    fn write(&mut self, pos: Pos, lane: u64, value: u64, width: u32) {
-        let i = self
-            .find(pos)
-            .expect("a walk reads a bucket before it writes it");
+    /// Enters bucket `i` into the index.
+    fn index(&mut self, i: usize) {
+        let mut slot = self.first_slot(self.buckets[i].0);
+        while self.slots[slot] != 0 {
+            slot = (slot + 1) & (self.slots.len() - 1);
+        }
+        self.slots[slot] = i as u32 + 1;
+    }
+
+    /// Where the search for `pos` starts in `slots` (multiplicative hashing of its position).
+    fn first_slot(&self, pos: Pos) -> usize {
+        let bits = self.slots.len().trailing_zeros();
+        let position = pos.home ^ pos.high.rotate_left(32);
+        (position.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
+    }
+
+    /// The lanes of planned bucket `i` as the walk has left them so far.
+    fn lanes(&self, i: usize) -> u128 {
+        self.buckets[i].2
+    }
+
+    /// Sets lane `lane` of planned bucket `i` to `value`, in the plan.
+    fn write(&mut self, i: usize, lane: u64, value: u64, width: u32) {
         let now = &mut self.buckets[i].2;
         let shift = lane * u64::from(width);
         let mask = ((1u128 << width) - 1) << shift;
@@ -109,9 +129,10 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             // (The first bucket is split, and was full under its stripe: it is read again
             // here in case a remove made room since.)
             self.split_at(pos, k);
-            let lanes = plan.read(self, pos);
+            let planned = plan.bucket(self, pos);
+            let lanes = plan.lanes(planned);
             if let Some(lane) = (0..LANES).find(|&l| lane_of(lanes, l, width) == 0) {
-                plan.write(pos, lane, entry, width);
+                plan.write(planned, lane, entry, width);
                 placed = true;
                 break;
             }
@@ -121,7 +142,6 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             // Displace a random entry and carry it on, never a copy of the entry carried in:
             // between two buckets full of one hot key's copies, a walk that swapped copies
             // would never leave them.
-            let lanes = plan.read(self, pos);
             let lane = victim_lane(lanes, entry, width, &mut rng);
             let victim = lane_of(lanes, lane, width);
             if victim >> ANCHOR_BITS == 0 {
@@ -129,7 +149,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
                 self.rng.store(rng, Ordering::Relaxed);
                 return Placement::Retry;
             }
-            plan.write(pos, lane, entry, width);
+            plan.write(planned, lane, entry, width);
             (pos, entry) = self.alternate(pos, victim, k);
         }
         self.rng.store(rng, Ordering::Relaxed);
@@ -242,4 +262,40 @@ fn next_random(rng: &mut u64) -> u64 {
     *rng ^= *rng >> 7;
     *rng ^= *rng << 17;
     *rng
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plan_finds_every_bucket_it_read_before_and_after_indexing_them() {
+        let filter = ExpandingFilter::builder().capacity(10_000).build().unwrap();
+        let mut plan = Plan::default();
+        let base = filter.table.base();
+        // 300 distinct buckets of the first table: the plan scans the first few and indexes
+        // the rest, growing its index as it goes.
+        let positions: Vec<Pos> = (0..300u64)
+            .map(|i| Pos {
+                home: (i * 7) % base,
+                high: 0,
+            })
+            .collect();
+        assert!(base > 7 * 300, "distinct positions");
+        for (n, &pos) in positions.iter().enumerate() {
+            let i = plan.bucket(&filter, pos);
+            assert_eq!(i, n, "a new bucket goes last");
+            plan.write(i, 0, n as u64 + 1, filter.table.width());
+            // Every bucket read so far is found, with what the plan wrote into it.
+            for (m, &earlier) in positions[..=n].iter().enumerate() {
+                let j = plan.bucket(&filter, earlier);
+                assert_eq!(j, m, "{earlier:?} read again after {n} buckets");
+                assert_eq!(
+                    lane_of(plan.lanes(j), 0, filter.table.width()),
+                    m as u64 + 1
+                );
+            }
+        }
+        assert!(!plan.slots.is_empty(), "long plans are indexed");
+    }
 }
