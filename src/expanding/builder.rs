@@ -10,9 +10,10 @@
 use std::fmt;
 use std::hash::BuildHasher;
 
+use super::counts::Totals;
 use super::keys::{KeyMap, ANCHOR_BITS};
 use super::table::{Table, LANES};
-use super::{ExpandingFilter, Parts, Totals, MAX_LOAD};
+use super::{ExpandingFilter, Parts, MAX_LOAD};
 use crate::error::BuildError;
 use crate::hasher::DefaultHashBuilder;
 

@@ -56,26 +56,9 @@ impl<S: BuildHasher> ExpandingFilter<S> {
         // The splits of doubling `k` each counted down under their stripes, which the freeze
         // waited for.
         debug_assert_eq!(self.left.load(Ordering::Relaxed), 0);
-        for shard in self.counts.iter() {
-            // Counted as if split already: each entry loses a tail bit, and one with none left
-            // becomes two (lanes included). Writers split a bucket before they touch it, so
-            // this stays exact. No entry has more tail bits than a new one, so the counts
-            // above stay zero. Relaxed: no writer runs (the freeze).
-            let tails = &shard.by_tail[..=self.tail_bits as usize];
-            let old: Vec<u64> = tails.iter().map(|c| c.load(Ordering::Relaxed)).collect();
-            let exhausted = old[0];
-            for (tail, count) in tails.iter().enumerate() {
-                let mut shifted = old.get(tail + 1).copied().unwrap_or(0);
-                if tail == 0 {
-                    shifted = shifted.wrapping_add(exhausted.wrapping_mul(2));
-                }
-                count.store(shifted, Ordering::Relaxed);
-            }
-            let occupied = shard.occupied.load(Ordering::Relaxed);
-            shard
-                .occupied
-                .store(occupied.wrapping_add(exhausted), Ordering::Relaxed);
-        }
+        // Counted as if split already. Writers split a bucket before they touch it, so this
+        // stays exact.
+        self.counts.split_all(self.tail_bits);
         self.next.store(0, Ordering::Relaxed);
         self.left.store(old, Ordering::Relaxed);
         // Release: a thread that sees the new count sees the segment, the bitmap and `left`.

@@ -40,7 +40,7 @@ impl Plan {
                 }
             }
         }
-        let lanes = filter.table.bucket(pos);
+        let lanes = filter.table.lanes(pos);
         self.buckets.push((pos, lanes, lanes));
         let len = self.buckets.len();
         if len > SCANNED_BUCKETS && 2 * len > self.slots.len() {
@@ -106,7 +106,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             for (pos, entry) in starts {
                 if let Some(lane) = self.table.empty_lane(pos) {
                     self.table.set(pos, lane, entry);
-                    self.shard(first).add(1, 1, self.tail_bits);
+                    self.count(first, 1, 1, self.tail_bits);
                     return Placement::Placed;
                 }
             }
@@ -171,7 +171,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             || plan
                 .buckets
                 .iter()
-                .all(|&(at, read, _)| self.table.bucket(at) == read);
+                .all(|&(at, read, _)| self.table.lanes(at) == read);
         if !unchanged {
             return Placement::Retry;
         }
@@ -188,7 +188,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
                 }
             }
         }
-        self.shard(starts[0].0).add(1, 1, self.tail_bits);
+        self.count(starts[0].0, 1, 1, self.tail_bits);
         Placement::Placed
     }
 

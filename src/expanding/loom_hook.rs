@@ -3,9 +3,10 @@
 //! split on demand, and the full outcome of a lookup. All of it drives the real code.
 
 use super::builder::MAX_DOUBLINGS;
+use super::counts::Totals;
 use super::keys::{KeyMap, ANCHOR_BITS};
 use super::table::Table;
-use super::{ExpandingFilter, Parts, Totals, READ_ATTEMPTS};
+use super::{ExpandingFilter, Parts, READ_ATTEMPTS};
 use crate::loom_hook::PassThrough;
 use crate::sync::reader_pause;
 use crate::table::Lookup;
@@ -52,7 +53,7 @@ impl ExpandingFilter<PassThrough> {
         };
         let entry = (key.field(side, k, self.tail_bits) << ANCHOR_BITS) | key.anchor;
         self.table.set(at[side], lane, entry);
-        self.shard(at[0]).add(1, 1, self.tail_bits);
+        self.count(at[0], 1, 1, self.tail_bits);
         true
     }
 

@@ -7,6 +7,7 @@
 //! `snapshot` saves and restores a filter (validated, in a format of its own).
 
 mod builder;
+mod counts;
 mod doubling;
 mod keys;
 mod kicks;
@@ -20,9 +21,9 @@ use std::fmt;
 use std::hash::{BuildHasher, Hash};
 use std::sync::OnceLock;
 
-use crossbeam_utils::CachePadded;
-
 pub use builder::ExpandingBuilder;
+
+use counts::{Counts, Totals};
 
 use crate::error::InsertError;
 use crate::hasher::DefaultHashBuilder;
@@ -55,13 +56,6 @@ const READ_ATTEMPTS: u32 = 64;
 /// Under loom, a few: each retry is a path to explore.
 #[cfg(loom)]
 const READ_ATTEMPTS: u32 = 3;
-
-/// Counter shards: writers under different stripes count into different cache lines.
-#[cfg(not(loom))]
-const SHARDS: usize = 8;
-/// Under loom, fewer (each counter is a modelled object).
-#[cfg(loom)]
-const SHARDS: usize = 2;
 
 /// The fewest and the most stripes (see `stripes_for`): 256 bytes to 16 KiB.
 #[cfg(not(loom))]
@@ -144,47 +138,14 @@ pub struct ExpandingFilter<S = DefaultHashBuilder> {
     max_doublings: u32,
     /// Tail bits of a new entry: the lane width less the marker and the anchor.
     tail_bits: u32,
-    /// Items, lanes in use and entries by tail length, in shards; see `Counts`.
-    counts: Box<[CachePadded<Counts>]>,
+    /// Items, lanes in use and entries by tail length.
+    counts: Counts,
     target: f64,
     /// State of the kick chains' victim choice (xorshift).
     rng: AtomicU64,
     /// Serializes doublings, snapshots and clones (each freezes the stripes).
     grow: GrowLock,
     hasher: S,
-}
-
-/// One shard of the counters. A writer changes a shard only while it holds a stripe, so a
-/// freeze (which waits for every stripe) sees them all settled. Shards wrap: a remove may be
-/// counted in another shard than its insert, and only the sums mean anything.
-#[derive(Default)]
-struct Counts {
-    /// Items stored (inserts less removes).
-    items: AtomicU64,
-    /// Lanes in use: items plus the extra copies of entries that ran out of tail bits.
-    occupied: AtomicU64,
-    /// Entries by tail length, for the rate estimate.
-    by_tail: [AtomicU64; 32],
-}
-
-/// The sums of every shard, read while writers are held back (or approximately, while they
-/// run).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Totals {
-    items: u64,
-    occupied: u64,
-    by_tail: [u64; 32],
-}
-
-impl Counts {
-    /// Adds `items` items, and `lanes` lanes in use holding entries of `tail` bits.
-    fn add(&self, items: i64, lanes: i64, tail: u32) {
-        // Relaxed: independent counters, summed exactly only while writers are held back
-        // (whose freeze orders them), approximately otherwise.
-        self.items.fetch_add(items as u64, Ordering::Relaxed);
-        self.occupied.fetch_add(lanes as u64, Ordering::Relaxed);
-        self.by_tail[tail as usize].fetch_add(lanes as u64, Ordering::Relaxed);
-    }
 }
 
 impl ExpandingFilter {
@@ -346,10 +307,12 @@ impl<S: BuildHasher> ExpandingFilter<S> {
         best
     }
 
-    /// The counter shard of a writer that holds the stripe of the bucket at `pos`.
-    fn shard(&self, pos: Pos) -> &Counts {
+    /// Counts `items` items and `lanes` lanes of entries with `tail` tail bits, for a writer
+    /// that holds the stripe of the bucket at `pos`.
+    fn count(&self, pos: Pos, items: i64, lanes: i64, tail: u32) {
         let stripe = self.stripes.index_of(self.table.stripe_key(pos));
-        &self.counts[stripe % SHARDS]
+        self.counts
+            .add(self.counts.shard_for(stripe), items, lanes, tail);
     }
 
     /// Whether the doubling count is still `k`, for a writer that holds stripes it locked
@@ -414,7 +377,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             let k = self.doublings_now();
             self.split_buckets_of(key, k);
             let limit = self.load_limit(k);
-            if self.occupied() >= limit {
+            if self.counts.occupied_at_least(limit) {
                 if unique {
                     match self.present(key, k) {
                         Some(true) => return Ok(false),
@@ -513,7 +476,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             // An item never inserted may have matched a copy left behind by a doubling (see
             // `table`), which no item counts: `len` does not go below zero for it.
             let items = if self.is_empty() { 0 } else { -1 };
-            self.shard(at[0]).add(items, -1, tail);
+            self.count(at[0], items, -1, tail);
             return true;
         }
     }
@@ -533,18 +496,12 @@ impl<S: BuildHasher> ExpandingFilter<S> {
         }
         self.left.store(0, Ordering::Relaxed);
         self.next.store(0, Ordering::Relaxed);
-        for shard in self.counts.iter() {
-            shard.reset(&Totals::default());
-        }
+        self.counts.reset(&Totals::default());
     }
 
     /// Items stored (inserts less removes).
     pub fn len(&self) -> usize {
-        let items = self.counts.iter().fold(0u64, |sum, shard| {
-            // Relaxed: statistics, exact once writers are done (see `Counts`).
-            sum.wrapping_add(shard.items.load(Ordering::Relaxed))
-        });
-        (items as i64).max(0) as usize
+        self.counts.items()
     }
 
     /// Whether no item is stored.
@@ -564,17 +521,14 @@ impl<S: BuildHasher> ExpandingFilter<S> {
         (self.table.buckets(k) as f64 * LANES as f64 * MAX_LOAD) as u64
     }
 
-    /// Lanes in use, summed over the shards (exact while no writer runs).
+    /// Lanes in use (exact while no writer runs).
     fn occupied(&self) -> u64 {
-        self.counts.iter().fold(0u64, |sum, shard| {
-            // Relaxed: a load-limit check, approximate while writers run.
-            sum.wrapping_add(shard.occupied.load(Ordering::Relaxed))
-        })
+        self.counts.occupied()
     }
 
-    /// Every counter, summed over the shards.
+    /// Every counter (exact while no writer runs).
     fn totals(&self) -> Totals {
-        sum_counts(&self.counts)
+        self.counts.totals()
     }
 
     /// Lanes in use over all lanes: items, and the copies doublings made of entries with no
@@ -643,7 +597,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             + splitting
             + self.kept_bitmap_bytes.load(Ordering::Relaxed) as usize
             + self.stripes.count() * 16
-            + self.counts.len() * std::mem::size_of::<CachePadded<Counts>>()
+            + self.counts.bytes()
             + cells
             + std::mem::size_of::<Self>()
     }
@@ -664,19 +618,6 @@ enum Placement {
     Failed,
     /// The table doubled, or a writer changed a bucket the walk planned to use: try again.
     Retry,
-}
-
-impl Counts {
-    /// Sets the counters to `totals` (for shard 0; the others to zero). Only while no writer
-    /// runs.
-    fn reset(&self, totals: &Totals) {
-        // Relaxed: no writer runs (the caller's exclusive access or freeze).
-        self.items.store(totals.items, Ordering::Relaxed);
-        self.occupied.store(totals.occupied, Ordering::Relaxed);
-        for (count, &value) in self.by_tail.iter().zip(&totals.by_tail) {
-            count.store(value, Ordering::Relaxed);
-        }
-    }
 }
 
 /// What a builder or a snapshot supplies to make a filter.
@@ -716,7 +657,7 @@ impl<S> ExpandingFilter<S> {
             kept_bitmap_bytes: AtomicU64::new(0),
             max_doublings: parts.max_doublings,
             tail_bits: parts.tail_bits,
-            counts: counts_of(&parts.totals),
+            counts: Counts::new(&parts.totals),
             target: parts.target,
             rng: AtomicU64::new(parts.rng),
             grow: GrowLock::new(),
@@ -762,7 +703,7 @@ impl<S: Clone> Clone for ExpandingFilter<S> {
                 hasher: self.hasher.clone(),
                 doublings,
                 splitting,
-                totals: sum_counts(&self.counts),
+                totals: self.counts.totals(),
                 rng: self.rng.load(Ordering::Relaxed),
             })
         })
@@ -781,38 +722,11 @@ fn stripes_for(base: u64, max_doublings: u32) -> usize {
         .clamp(STRIPES.0, STRIPES.1)
 }
 
-/// Every counter, summed over the shards.
-fn sum_counts(counts: &[CachePadded<Counts>]) -> Totals {
-    let mut totals = Totals::default();
-    for shard in counts {
-        // Relaxed: statistics, exact once writers are done (see `Counts`).
-        totals.items = totals
-            .items
-            .wrapping_add(shard.items.load(Ordering::Relaxed));
-        totals.occupied = totals
-            .occupied
-            .wrapping_add(shard.occupied.load(Ordering::Relaxed));
-        for (sum, count) in totals.by_tail.iter_mut().zip(&shard.by_tail) {
-            *sum = sum.wrapping_add(count.load(Ordering::Relaxed));
-        }
-    }
-    totals
-}
-
-/// Counter shards holding `totals` (all in the first).
-fn counts_of(totals: &Totals) -> Box<[CachePadded<Counts>]> {
-    let counts: Box<[CachePadded<Counts>]> = (0..SHARDS)
-        .map(|_| CachePadded::new(Counts::default()))
-        .collect();
-    counts[0].reset(totals);
-    counts
-}
-
 impl<S> fmt::Debug for ExpandingFilter<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Relaxed: a snapshot for display, approximate while writers run.
         let doublings = self.doublings.load(Ordering::Relaxed) as u32;
-        let items = (sum_counts(&self.counts).items as i64).max(0);
+        let items = self.counts.items();
         f.debug_struct("ExpandingFilter")
             .field("items", &items)
             .field("buckets", &self.table.buckets(doublings))

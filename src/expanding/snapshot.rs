@@ -13,10 +13,11 @@ use std::hash::BuildHasher;
 use std::io::{self, Read, Write};
 
 use super::builder::is_builder_choice;
+use super::counts::Totals;
 use super::keys::Pos;
 use super::keys::{field_tail_bits, KeyMap, ANCHOR_BITS};
 use super::table::{words_for, Table, LANES};
-use super::{ExpandingFilter, Parts, Totals};
+use super::{ExpandingFilter, Parts};
 use crate::hasher::DefaultHashBuilder;
 use crate::persist::{hasher_check, Allocation, PersistError, WordReader, WordWriter};
 use crate::sync::Ordering;

@@ -161,7 +161,8 @@ impl Table {
         ((bucket >> GROUP_SHIFT) as usize).wrapping_add(segment.wrapping_mul(0x9e37_79b9))
     }
 
-    /// The four lanes of the bucket at `pos`, lane 0 in the lowest bits (at most 128 bits).
+    /// The four lanes of the bucket at `pos`, lane 0 in the lowest bits, followed by bits of
+    /// the buckets after it (see [`lanes`](Self::lanes) for the four lanes alone).
     #[inline(always)]
     pub fn bucket(&self, pos: Pos) -> u128 {
         let (words, bit) = self.locate(pos);
@@ -181,6 +182,14 @@ impl Table {
         // word: shifting in two steps keeps each shift below 128 and gives 0 for shift 0.
         let high = (load(c) << 1) << (127 - shift);
         (low >> shift) | high
+    }
+
+    /// The four lanes of the bucket at `pos` alone, lane 0 in the lowest bits: what a writer
+    /// compares to see whether the bucket changed (its neighbours' bits may change under
+    /// other stripes).
+    #[inline(always)]
+    pub fn lanes(&self, pos: Pos) -> u128 {
+        self.bucket(pos) & (u128::MAX >> (128 - LANES as u32 * self.width))
     }
 
     /// Lane `lane` of the bucket at `pos`.
