@@ -31,6 +31,7 @@ use parking_lot::Mutex;
 use crate::bucket_layout::{Bucket, BucketLayout, LayoutKind};
 use crate::error::InsertError;
 use crate::hashing::ItemKey;
+use crate::nested_freeze::{FreezingHere, NESTED};
 use crate::params;
 use crate::stripe::FreezeGuard;
 use crate::sync::{AtomicU64, AtomicUsize, GrowLock, Ordering};
@@ -247,45 +248,6 @@ impl GrowthPlan {
         })
     }
 }
-
-#[cfg(not(loom))]
-std::thread_local! {
-    /// Addresses of the `Levels` this thread is freezing now (nested saves of other filters
-    /// are fine; of the same one, a deadlock).
-    static FREEZING: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-// Loom runs its threads on one OS thread: its own thread-locals keep them apart.
-#[cfg(loom)]
-loom::thread_local! {
-    static FREEZING: std::cell::RefCell<Vec<usize>> = std::cell::RefCell::new(Vec::new());
-}
-
-/// This thread's mark on a `Levels` it freezes; removed on drop.
-struct FreezingHere(usize);
-
-impl FreezingHere {
-    /// `None` if this thread already freezes `levels`.
-    fn enter(levels: &Levels) -> Option<Self> {
-        let at = levels as *const Levels as usize;
-        FREEZING.with(|marks| {
-            let mut marks = marks.borrow_mut();
-            (!marks.contains(&at)).then(|| {
-                marks.push(at);
-                FreezingHere(at)
-            })
-        })
-    }
-}
-
-impl Drop for FreezingHere {
-    fn drop(&mut self) {
-        FREEZING.with(|marks| marks.borrow_mut().retain(|&at| at != self.0));
-    }
-}
-
-/// Why a whole-filter operation refuses to run inside a save of the same filter.
-const NESTED: &str = "a filter cannot be cleared or cloned by the writer of its own save";
 
 /// One insert in this many (chosen by hash) checks whether to prepare the next level: the check
 /// sums the newest level's stripe counters, a few microseconds for the largest tables.

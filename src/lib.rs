@@ -17,6 +17,7 @@
 // | `persist` | snapshots: [`CuckooFilter::write_to`], [`CuckooFilter::read_from`], [`PersistError`] |
 // | `error` | [`InsertError`], [`BuildError`] |
 // | `sync` | the std/loom switch for atomics and the cold-path locks |
+// | `nested_freeze` | a thread's marks on the filters it freezes: a save's writer that clears, clones or saves the same filter |
 // | `redisbloom` | [`redisbloom::RedisCuckooFilter`]: RedisBloom's `CF.*` filter, byte for byte, on the same stripes |
 #![warn(missing_docs, clippy::missing_errors_doc, clippy::missing_panics_doc)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -31,6 +32,7 @@ mod filter;
 mod hasher;
 mod hashing;
 mod levels;
+mod nested_freeze;
 mod params;
 mod persist;
 pub mod redisbloom;

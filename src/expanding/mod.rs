@@ -27,6 +27,7 @@ use counts::{Counts, Totals};
 
 use crate::error::InsertError;
 use crate::hasher::DefaultHashBuilder;
+use crate::nested_freeze::{FreezingHere, NESTED};
 use crate::stripe::StripeSet;
 use crate::sync::{reader_pause, AtomicU64, GrowLock, Ordering};
 use crate::table::BucketWords;
@@ -481,22 +482,50 @@ impl<S: BuildHasher> ExpandingFilter<S> {
         }
     }
 
-    /// Removes every item, keeping the table's size.
-    pub fn clear(&mut self) {
-        self.table.clear();
-        // Relaxed throughout: `&mut self`, no other thread uses the filter.
-        let k = self.doublings.load(Ordering::Relaxed) as usize;
-        if self.left.load(Ordering::Relaxed) > 0 {
-            if let Some(bitmap) = self.bitmaps[k].get() {
-                for word in bitmap.iter() {
-                    word.store(0, Ordering::Relaxed);
+    /// Removes every item, keeping the table's size. Callable through an `Arc` while other
+    /// threads use the filter.
+    ///
+    /// Consistent like a save ([`write_to`](ExpandingFilter::write_to)): writers wait until
+    /// the clear is over, so an insert either ends before it (and is cleared) or starts after
+    /// it (and stays). Lookups do not wait; one that overlaps the clear may still find some of
+    /// the items being cleared. The table keeps its size (its memory cannot be freed while
+    /// other threads may read it), and a doubling in progress is finished.
+    ///
+    /// # Panics
+    ///
+    /// If called by the writer of a save of this same filter (it would store half-cleared
+    /// data).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// let filter = Arc::new(atomic_cuckoo::ExpandingFilter::builder().capacity(100).build()?);
+    /// filter.insert("x")?;
+    /// let shared = Arc::clone(&filter);
+    /// std::thread::spawn(move || shared.clear()).join().unwrap();
+    /// assert!(filter.is_empty() && !filter.contains("x"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn clear(&self) {
+        self.frozen(|| {
+            // Relaxed throughout: no writer runs (the freeze). Lookups that overlap may see
+            // items go, in any order: every one of them is being removed.
+            self.table.clear();
+            let k = self.doublings.load(Ordering::Relaxed) as usize;
+            if self.left.load(Ordering::Relaxed) > 0 {
+                if let Some(bitmap) = self.bitmaps[k].get() {
+                    // Every bucket empty, so every bucket split: lookups read the new table.
+                    for word in bitmap.iter() {
+                        word.store(0, Ordering::Relaxed);
+                    }
+                    self.give_back_bitmap(k);
                 }
-                self.give_back_bitmap(k);
             }
-        }
-        self.left.store(0, Ordering::Relaxed);
-        self.next.store(0, Ordering::Relaxed);
-        self.counts.reset(&Totals::default());
+            self.left.store(0, Ordering::Relaxed);
+            self.next.store(0, Ordering::Relaxed);
+            self.counts.reset(&Totals::default());
+        })
+        .unwrap_or_else(|| panic!("{}", NESTED));
     }
 
     /// Items stored (inserts less removes).
@@ -668,17 +697,23 @@ impl<S> ExpandingFilter<S> {
 
 impl<S> ExpandingFilter<S> {
     /// Runs `f` while no writer changes the filter: under the grow lock (so no doubling
-    /// begins) with the stripes frozen (writers wait; lookups go on).
-    fn frozen<R>(&self, f: impl FnOnce() -> R) -> R {
+    /// begins) with the stripes frozen (writers wait; lookups go on). `None`, without running
+    /// it, on a thread that is freezing this filter already (from inside a save's writer).
+    fn frozen<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
+        let _this_thread = FreezingHere::enter(self)?;
         let _grow = self.grow.lock();
         let _frozen = self.stripes.freeze();
-        f()
+        Some(f())
     }
 }
 
 impl<S: Clone> Clone for ExpandingFilter<S> {
     /// A copy of the filter as it is at one instant: writers on other threads wait while it
     /// is copied (lookups do not).
+    ///
+    /// # Panics
+    ///
+    /// If called by the writer of a save of this same filter, or when memory runs out.
     fn clone(&self) -> Self {
         self.frozen(|| {
             // Relaxed: no writer runs (the freeze, which orders us after every writer).
@@ -707,6 +742,7 @@ impl<S: Clone> Clone for ExpandingFilter<S> {
                 rng: self.rng.load(Ordering::Relaxed),
             })
         })
+        .unwrap_or_else(|| panic!("{}", NESTED))
     }
 }
 

@@ -19,6 +19,7 @@ use super::keys::{field_tail_bits, KeyMap, ANCHOR_BITS};
 use super::table::{words_for, Table, LANES};
 use super::{ExpandingFilter, Parts};
 use crate::hasher::DefaultHashBuilder;
+use crate::nested_freeze::nested_save;
 use crate::persist::{hasher_check, Allocation, PersistError, WordReader, WordWriter};
 use crate::sync::Ordering;
 use crate::table::BucketWords;
@@ -370,9 +371,18 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// "ExpandingFilter snapshots"). A doubling in progress is saved as it is: the restored
     /// filter answers, splits and grows exactly as this one would.
     ///
+    /// The snapshot is one consistent state: writers on other threads wait until it is
+    /// written (lookups do not), so an insert either ends before the save and is in it, or
+    /// starts after it. Writers wait as long as `writer` takes, so write to a buffer or a
+    /// buffered writer if the destination is slow. `writer` must not insert into or remove
+    /// from this filter: on the saving thread, that write would wait for the save forever. A
+    /// save of this same filter from inside `writer` (on the saving thread) is refused with an
+    /// error of kind [`io::ErrorKind::Deadlock`] instead of waiting forever.
+    ///
     /// # Errors
     ///
-    /// Any error `writer` returns (the snapshot is then incomplete).
+    /// Any error `writer` returns (the snapshot is then incomplete), and
+    /// [`io::ErrorKind::Deadlock`] for a save of this filter from inside its own save.
     ///
     /// ```
     /// use atomic_cuckoo::ExpandingFilter;
@@ -399,6 +409,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             }
             out.finish()
         })
+        .unwrap_or_else(|| Err(nested_save()))
     }
 
     /// The snapshot as bytes (see [`write_to`](ExpandingFilter::write_to)).

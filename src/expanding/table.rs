@@ -233,8 +233,8 @@ impl Table {
         (0..LANES).find(|&lane| lane_of(lanes, lane, self.width) == 0)
     }
 
-    /// Empties every lane (`&mut`: no other thread reads them).
-    pub fn clear(&mut self) {
+    /// Empties every lane (the caller keeps writers out).
+    pub fn clear(&self) {
         for words in self.segments() {
             for word in words.iter() {
                 word.store(0, Ordering::Relaxed);

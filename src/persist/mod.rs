@@ -17,6 +17,7 @@ use std::io::{self, Read, Write};
 use crate::filter::CuckooFilter;
 use crate::hasher::DefaultHashBuilder;
 use crate::levels::Levels;
+use crate::nested_freeze::nested_save;
 use crate::sync::{AtomicU64, Ordering};
 use crate::table::{BucketWords, Limits, Table, TableShape};
 use checksum::Checksum;
@@ -208,12 +209,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
                 }
                 out.finish()
             })
-            .unwrap_or_else(|| {
-                Err(io::Error::new(
-                io::ErrorKind::Deadlock,
-                "this filter is already being saved on this thread (a save inside its own save)",
-            ))
-            })
+            .unwrap_or_else(|| Err(nested_save()))
     }
 
     /// The snapshot as bytes (see [`write_to`](CuckooFilter::write_to)).

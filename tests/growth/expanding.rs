@@ -157,7 +157,7 @@ fn a_full_filter_past_its_last_doubling_refuses_inserts_and_keeps_every_item() {
 #[test]
 fn clear_empties_and_clones_are_independent() {
     let keys = distinct_keys(7, 10_000);
-    let mut filter = grown(500, 0.01);
+    let filter = grown(500, 0.01);
     for key in &keys {
         filter.insert(key).unwrap();
     }
@@ -930,7 +930,7 @@ fn a_filter_mid_doubling_and_a_finished_copy_agree_op_for_op() {
     for capacity in [1, 2, 3, 4, 5, 7, 10, 30, 64] {
         for (rate, doublings) in TINY_SETTINGS {
             let mut filter = build(capacity, rate, doublings);
-            let mut finished = filter.clone();
+            let finished = filter.clone();
             let mut model: HashMap<u64, usize> = HashMap::new();
             let universe = 60 + rng.below(600);
             let probes: Vec<u64> = (0..universe + 200).map(|i| i ^ 0xabcd_0000).collect();
@@ -992,7 +992,7 @@ fn a_filter_mid_doubling_and_a_finished_copy_agree_op_for_op() {
                     assert!(!filter.is_doubling(), "{at}: clear leaves no split to do");
                 } else {
                     // A clone finished on the side never changes the filter.
-                    let mut side = filter.clone();
+                    let side = filter.clone();
                     side.finish_doubling();
                     assert_agree(&at, &filter, &side, &probes);
                     side.clear();
@@ -1249,7 +1249,7 @@ fn a_clone_taken_mid_doubling_is_independent_of_the_original() {
             let answers: Vec<bool> = probes.iter().map(|p| filter.contains(p)).collect();
             let counts = (filter.len(), filter.capacity(), filter.memory_usage());
             for order in 0..4 {
-                let mut copy = filter.clone();
+                let copy = filter.clone();
                 crate::common::assert_memory_agrees(&at, &filter, &copy);
                 match order {
                     0 => copy.finish_doubling(),
