@@ -363,6 +363,11 @@ pub fn expanding_begin_doubling(filter: &crate::ExpandingFilter<PassThrough>) {
     filter.loom_begin_doubling();
 }
 
+/// Splits old bucket `index` (`home + base · high`) of the doubling in progress, if not split.
+pub fn expanding_split_old(filter: &crate::ExpandingFilter<PassThrough>, index: u64) {
+    filter.loom_split_old(index);
+}
+
 /// Splits `item`'s old bucket on `side` if the doubling in progress has not split it yet.
 pub fn expanding_split(filter: &crate::ExpandingFilter<PassThrough>, item: u64, side: usize) {
     filter.loom_split(item, side);

@@ -11,6 +11,11 @@
 //! it), and mutant `expanding_bit_after_unlock` clears the bit after letting the stripes go (a
 //! lookup then reads the split bucket as unsplit under a settled version, and a second split
 //! splits it again).
+//!
+//! When x's bucket is the last the doubling splits, that split also clears the filter's
+//! "splitting" flag, after which lookups read buckets without the bitmap: mutant
+//! `expanding_flag_before_split` clears it before taking the stripes, so a lookup that reads it
+//! clear reads x's new bucket, still empty, under a version from before the split.
 #![cfg(loom)]
 
 use loom_tests::{check_both_orders, find_item, hook, Expanding, Outcome};
@@ -40,6 +45,22 @@ fn split_setup() -> Split {
     assert_eq!(filter.doublings(), 1);
     assert!(filter.is_doubling());
     Split { filter, x, y }
+}
+
+/// As `split_setup`, with every old bucket but x's split already: x's split is the last.
+fn last_split_setup() -> Split {
+    let s = split_setup();
+    let home = hook::expanding_buckets(&s.filter, s.x, 0)[0].0;
+    for index in (0..4).filter(|&i| i != home) {
+        hook::expanding_split_old(&s.filter, index);
+    }
+    assert!(s.filter.is_doubling(), "x's bucket is left");
+    s
+}
+
+fn after_last_split(s: &Split) {
+    after_split(s);
+    assert!(!s.filter.is_doubling(), "the doubling is finished");
 }
 
 fn split_x(s: &Split) {
@@ -84,5 +105,16 @@ fn two_threads_splitting_one_bucket_split_it_once() {
         split_x,
         split_x,
         after_split,
+    );
+}
+
+#[test]
+fn a_lookup_during_the_last_split_of_a_doubling_never_misses() {
+    check_both_orders(
+        "expanding: last split vs lookup",
+        last_split_setup,
+        split_x,
+        look_up_x,
+        after_last_split,
     );
 }

@@ -61,6 +61,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
         self.counts.split_all(self.tail_bits);
         self.next.store(0, Ordering::Relaxed);
         self.left.store(old, Ordering::Relaxed);
+        self.splitting.store(true, Ordering::Relaxed);
         // Release: a thread that sees the new count sees the segment, the bitmap and `left`.
         self.doublings.store(u64::from(k) + 1, Ordering::Release);
         drop(frozen);
@@ -70,7 +71,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// Splits the old bucket of `pos` (a position after `k` doublings), if doubling `k` is in
     /// progress and has not split it yet.
     pub(super) fn split_at(&self, pos: Pos, k: u32) {
-        if k > 0 && self.left.load(Ordering::Relaxed) > 0 {
+        if k > 0 && self.is_doubling() {
             let old = Pos {
                 home: pos.home,
                 high: pos.high & low_mask(k - 1),
@@ -81,8 +82,8 @@ impl<S: BuildHasher> ExpandingFilter<S> {
 
     /// Splits both of `key`'s buckets, if doubling `k` is in progress and has not split them.
     pub(super) fn split_buckets_of(&self, key: &Key, k: u32) {
-        // Relaxed: a hint; `split_old` decides under the stripes.
-        if k > 0 && self.left.load(Ordering::Relaxed) > 0 {
+        // A hint; `split_old` decides under the stripes.
+        if k > 0 && self.is_doubling() {
             for side in 0..2 {
                 self.split_old(key.pos(side, k - 1), k);
             }
@@ -99,6 +100,12 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             home: old.home,
             high: old.high + (1 << (k - 1)),
         };
+        if cfg!(loom_mutant = "expanding_flag_before_split")
+            && self.left.load(Ordering::Relaxed) == 1
+        {
+            // The broken variant: the last split clears the flag before it takes its stripes.
+            self.splitting.store(false, Ordering::Release);
+        }
         let last = {
             let _held = self.lock_pair(old, upper);
             if !self.still(k) || !self.is_unsplit(k, old) {
@@ -109,10 +116,16 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             if !cfg!(loom_mutant = "expanding_bit_after_unlock") {
                 self.clear_split_bit(k, old);
             }
-            // AcqRel: the decrement that reaches 0 is read (Acquire) by lookups that then skip
-            // the bitmap; every split's decrement is in its release sequence. Under the
-            // stripes, so that a freeze finds the count settled.
-            self.left.fetch_sub(1, Ordering::AcqRel) == 1
+            // AcqRel: each split reads the decrement before it, so the one that reaches 0
+            // happens after every split of the doubling. Under the stripes, so that a freeze
+            // finds the count settled.
+            let last = self.left.fetch_sub(1, Ordering::AcqRel) == 1;
+            if last {
+                // Release: a lookup that reads `false` (Acquire) sees every split, and reads
+                // buckets without the bitmap.
+                self.splitting.store(false, Ordering::Release);
+            }
+            last
         };
         if cfg!(loom_mutant = "expanding_bit_after_unlock") {
             self.clear_split_bit(k, old);
@@ -146,8 +159,8 @@ impl<S: BuildHasher> ExpandingFilter<S> {
 
     /// Splits up to `count` more old buckets of an unfinished doubling, in order.
     pub(super) fn split_next(&self, count: u64) {
-        // Relaxed: a hint; each split is decided under its stripes.
-        if self.left.load(Ordering::Relaxed) == 0 {
+        // A hint; each split is decided under its stripes.
+        if !self.is_doubling() {
             return;
         }
         let k = self.doublings_now();
@@ -180,8 +193,8 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// buckets each); call this when the filter is built and will mostly be read.
     pub fn finish_doubling(&self) {
         let k = self.doublings_now();
-        // Relaxed: a hint; each split is decided under its stripes.
-        if k == 0 || self.left.load(Ordering::Relaxed) == 0 {
+        // A hint; each split is decided under its stripes.
+        if k == 0 || !self.is_doubling() {
             return;
         }
         let base = self.table.base();
@@ -209,7 +222,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// Whether a doubling is still splitting buckets (see
     /// [`finish_doubling`](Self::finish_doubling)).
     pub fn is_doubling(&self) -> bool {
-        // Relaxed: a report; the answer may change as soon as it is given.
-        self.left.load(Ordering::Relaxed) > 0
+        // Relaxed: a report or a hint; the answer may change as soon as it is given.
+        self.splitting.load(Ordering::Relaxed)
     }
 }

@@ -85,6 +85,17 @@ impl ExpandingFilter<PassThrough> {
         self.double(k).expect("room for another doubling");
     }
 
+    /// Splits old bucket `index` (`home + base · high`) of the doubling in progress.
+    pub(crate) fn loom_split_old(&self, index: u64) {
+        let k = self.doublings_now();
+        let base = self.table.base();
+        let old = super::keys::Pos {
+            home: index % base,
+            high: index / base,
+        };
+        self.split_at(old, k);
+    }
+
     /// Splits the old bucket of `item` on `side`, as a writer about to touch it would.
     pub(crate) fn loom_split(&self, item: u64, side: usize) {
         let k = self.doublings_now();

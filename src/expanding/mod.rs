@@ -21,6 +21,8 @@ use std::fmt;
 use std::hash::{BuildHasher, Hash};
 use std::sync::OnceLock;
 
+use crossbeam_utils::CachePadded;
+
 pub use builder::ExpandingBuilder;
 
 use counts::{Counts, Totals};
@@ -29,7 +31,7 @@ use crate::error::InsertError;
 use crate::hasher::DefaultHashBuilder;
 use crate::nested_freeze::{FreezingHere, NESTED};
 use crate::stripe::StripeSet;
-use crate::sync::{reader_pause, AtomicU64, GrowLock, Ordering};
+use crate::sync::{reader_pause, AtomicBool, AtomicU64, GrowLock, Ordering};
 use crate::table::BucketWords;
 use keys::{field_tail_bits, Key, KeyMap, Pos, ANCHOR_BITS};
 use table::{lane_of, Table, LANES};
@@ -129,10 +131,14 @@ pub struct ExpandingFilter<S = DefaultHashBuilder> {
     /// `home + base · high`), set until that bucket is split. Cleared under the bucket's
     /// stripe; a finished doubling's bitmap is all zeros, and its pages are given back.
     bitmaps: Box<[OnceLock<BucketWords>]>,
+    /// Whether the latest doubling has buckets left to split: set when it is published,
+    /// cleared (`Release`) by the split of its last bucket. Read by every lookup, written twice
+    /// a doubling (`left` and `next` change with every split, on lines of their own).
+    splitting: AtomicBool,
     /// Old buckets the latest doubling has not split yet (0 when it is finished).
-    left: AtomicU64,
+    left: CachePadded<AtomicU64>,
     /// The next old bucket the inserts split, in order.
-    next: AtomicU64,
+    next: CachePadded<AtomicU64>,
     /// Bytes of finished doublings' bitmaps that could not be given back (small ones).
     kept_bitmap_bytes: AtomicU64,
     /// The most doublings the lane width allows at the target rate.
@@ -193,8 +199,39 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     #[inline(always)]
     fn lookup(&self, key: &Key) -> Option<bool> {
         let k = self.doublings_now();
-        // Acquire: a 0 read from the last split's decrement sees every split of the doubling.
-        let splitting = k > 0 && self.left.load(Ordering::Acquire) > 0;
+        // Acquire: a `false` stored by the last split of doubling `k` makes every split of it
+        // visible.
+        if k > 0 && self.splitting.load(Ordering::Acquire) {
+            return self.lookup_splitting(key, k);
+        }
+        let at = [key.pos(0, k), key.pos(1, k)];
+        // The seqlock read of both buckets under both stripes: the versions, the buckets, the
+        // versions again.
+        let stripes = at.map(|pos| self.stripes.of(self.table.stripe_key(pos)));
+        let begun = stripes.map(|stripe| stripe.read_begin());
+        if self.bucket_matches(key, 0, at[0], k) | self.bucket_matches(key, 1, at[1], k) {
+            return Some(true);
+        }
+        let unchanged = (0..2).all(|side| stripes[side].read_validate(begun[side]));
+        (unchanged && self.same_size(k)).then_some(false)
+    }
+
+    /// Whether the doubling count is still `k`, for a lookup that read it before its bucket
+    /// loads.
+    #[inline(always)]
+    fn same_size(&self, k: u32) -> bool {
+        // Relaxed: ordered after the Acquire bucket loads. A bucket split by a newer doubling
+        // was split after that doubling was published (the splitter read the count with
+        // Acquire, then took its stripes and their release fence), so a bucket load that sees
+        // the split makes this load see the new count.
+        cfg!(loom_mutant = "expanding_reader_ignores_doublings")
+            || self.doublings.load(Ordering::Relaxed) as u32 == k
+    }
+
+    /// `lookup` while doubling `k` splits buckets: an old bucket not split yet is read as the
+    /// table before the doubling, and a miss is validated against every stripe read under
+    /// (a split of either side holds only that side's).
+    fn lookup_splitting(&self, key: &Key, k: u32) -> Option<bool> {
         // The stripes read under, with the version each had (at most two per side).
         let mut begun = [(0usize, 0u64); 4];
         let mut count = 0;
@@ -204,27 +241,21 @@ impl<S: BuildHasher> ExpandingFilter<S> {
         };
         let mut hit = false;
         for side in 0..2 {
-            let (pos, doublings) = if splitting {
-                let old = key.pos(side, k - 1);
-                // The old bucket's stripe first: a split clears the bucket's bit while it
-                // holds that stripe, so a bit read after this is checked by its validation.
-                begin(&mut begun, &mut count, self.table.stripe_key(old));
-                if self.is_unsplit(k, old) {
-                    if cfg!(loom_mutant = "expanding_unvalidated_old") {
-                        // The broken variant: an unsplit bucket's read taken as proven.
-                        count -= 1;
-                    }
-                    (old, k - 1)
-                } else {
-                    let pos = key.pos(side, k);
-                    if pos != old {
-                        begin(&mut begun, &mut count, self.table.stripe_key(pos));
-                    }
-                    (pos, k)
+            let old = key.pos(side, k - 1);
+            // The old bucket's stripe first: a split clears the bucket's bit while it holds
+            // that stripe, so a bit read after this is checked by its validation.
+            begin(&mut begun, &mut count, self.table.stripe_key(old));
+            let (pos, doublings) = if self.is_unsplit(k, old) {
+                if cfg!(loom_mutant = "expanding_unvalidated_old") {
+                    // The broken variant: an unsplit bucket's read taken as proven.
+                    count -= 1;
                 }
+                (old, k - 1)
             } else {
                 let pos = key.pos(side, k);
-                begin(&mut begun, &mut count, self.table.stripe_key(pos));
+                if pos != old {
+                    begin(&mut begun, &mut count, self.table.stripe_key(pos));
+                }
                 (pos, k)
             };
             hit |= self.bucket_matches(key, side, pos, doublings);
@@ -235,12 +266,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
         let unchanged = begun[..count]
             .iter()
             .all(|&(stripe_key, version)| self.stripes.of(stripe_key).read_validate(version));
-        // Relaxed: ordered after the Acquire bucket loads. A bucket split by a newer doubling
-        // was split after that doubling was published, so a version that shows the split
-        // (its unlock, read with Acquire) makes this load see the new count.
-        let same_size = cfg!(loom_mutant = "expanding_reader_ignores_doublings")
-            || self.doublings.load(Ordering::Relaxed) as u32 == k;
-        (unchanged && same_size).then_some(false)
+        (unchanged && self.same_size(k)).then_some(false)
     }
 
     /// Whether the old bucket `old` of doubling `k` (in progress) is not split yet.
@@ -521,6 +547,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
                     self.give_back_bitmap(k);
                 }
             }
+            self.splitting.store(false, Ordering::Relaxed);
             self.left.store(0, Ordering::Relaxed);
             self.next.store(0, Ordering::Relaxed);
             self.counts.reset(&Totals::default());
@@ -615,7 +642,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// does not copy finished doublings' bitmaps.
     pub fn memory_usage(&self) -> usize {
         let k = self.doublings_now() as usize;
-        let splitting = if self.left.load(Ordering::Relaxed) > 0 {
+        let splitting = if self.is_doubling() {
             self.bitmaps[k].get().map_or(0, |b| b.len() * 8)
         } else {
             0
@@ -681,8 +708,9 @@ impl<S> ExpandingFilter<S> {
             table: parts.table,
             doublings: AtomicU64::new(u64::from(parts.doublings)),
             bitmaps,
-            left: AtomicU64::new(left),
-            next: AtomicU64::new(next),
+            splitting: AtomicBool::new(left > 0),
+            left: CachePadded::new(AtomicU64::new(left)),
+            next: CachePadded::new(AtomicU64::new(next)),
             kept_bitmap_bytes: AtomicU64::new(0),
             max_doublings: parts.max_doublings,
             tail_bits: parts.tail_bits,
@@ -770,7 +798,7 @@ impl<S> fmt::Debug for ExpandingFilter<S> {
             .field("doublings", &doublings)
             .field(
                 "doubling_in_progress",
-                &(self.left.load(Ordering::Relaxed) > 0),
+                &self.splitting.load(Ordering::Relaxed),
             )
             .field("max_doublings", &self.max_doublings)
             .field("target_false_positive_rate", &self.target)
