@@ -273,9 +273,13 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     #[inline(always)]
     fn is_unsplit(&self, k: u32, old: Pos) -> bool {
         let index = self.old_index(old);
-        let bitmap = self.bitmaps[k as usize]
-            .get()
-            .expect("a doubling's bitmap is set before it is published");
+        // A doubling in progress has its bitmap set before it is published. A copy of a filter
+        // (a clone, a restore) made after doubling `k` finished has no bitmap `k`: every bucket
+        // of it is split. (A thread that read the count `k` may see the flag of doubling
+        // `k + 1`; its count check fails later.)
+        let Some(bitmap) = self.bitmaps[k as usize].get() else {
+            return false;
+        };
         // Acquire: pairs with the Release clear in `split_old`; a lookup that sees the bucket
         // split then begins the new bucket's stripe after the split took it.
         bitmap[(index / 64) as usize].load(Ordering::Acquire) >> (index % 64) & 1 == 1
@@ -500,10 +504,11 @@ impl<S: BuildHasher> ExpandingFilter<S> {
                 }
             };
             self.table.set(at[side], lane, 0);
-            // An item never inserted may have matched a copy left behind by a doubling (see
-            // `table`), which no item counts: `len` does not go below zero for it.
-            let items = if self.is_empty() { 0 } else { -1 };
-            self.count(at[0], items, -1, tail);
+            // Always counted: a remove of an item never inserted (which may take a copy left
+            // behind by a doubling, see `table`, that no item counts) can take the count below
+            // the items stored, and `len` reads a negative sum as 0. Deciding from the sum
+            // would race with other writers' counts.
+            self.count(at[0], -1, -1, tail);
             return true;
         }
     }

@@ -431,7 +431,8 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// Bytes a snapshot of the filter takes now (it grows when the filter doubles).
     pub fn snapshot_size(&self) -> usize {
         let doublings = self.doublings_now();
-        let bitmap = if self.is_doubling() {
+        // (The flag may already be the next doubling's: read it only past the first.)
+        let bitmap = if doublings > 0 && self.is_doubling() {
             self.table.buckets(doublings - 1).div_ceil(64) as usize
         } else {
             0
