@@ -175,6 +175,11 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             // touched them.
             let index = self.next.fetch_add(1, Ordering::Relaxed);
             if index >= old_buckets {
+                // Every bucket handed out, and the doubling not finished: a claimer has yet
+                // to split its bucket, or gave it up (it read the count of the doubling before
+                // with this one's flag). Split what is left from the bitmap, so that inserts
+                // always finish a doubling.
+                self.split_from_bitmap(k, count - done);
                 return;
             }
             let old = Pos {
@@ -197,15 +202,26 @@ impl<S: BuildHasher> ExpandingFilter<S> {
         if k == 0 || !self.is_doubling() {
             return;
         }
+        self.split_from_bitmap(k, u64::MAX);
+    }
+
+    /// Splits up to `count` buckets that doubling `k` has not split, lowest first, as its
+    /// bitmap shows them.
+    fn split_from_bitmap(&self, k: u32, count: u64) {
         let base = self.table.base();
-        // Set before the doubling was published (the count read above with Acquire).
+        // Set before the doubling was published (a copy made after the doubling finished has
+        // none: nothing to split).
         let Some(bitmap) = self.bitmaps[k as usize].get() else {
             return;
         };
+        let mut done = 0;
         for (w, word) in bitmap.iter().enumerate() {
             // Acquire: as in `is_unsplit`.
             let mut bits = word.load(Ordering::Acquire);
             while bits != 0 {
+                if done == count {
+                    return;
+                }
                 let index = w as u64 * 64 + u64::from(bits.trailing_zeros());
                 self.split_old(
                     Pos {
@@ -214,6 +230,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
                     },
                     k,
                 );
+                done += 1;
                 bits &= bits - 1;
             }
         }
@@ -224,5 +241,39 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     pub fn is_doubling(&self) -> bool {
         // Relaxed: a report or a hint; the answer may change as soon as it is given.
         self.splitting.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::sync::Ordering;
+    use crate::ExpandingFilter;
+
+    #[test]
+    fn inserts_finish_a_doubling_whose_buckets_were_all_handed_out() {
+        let filter = ExpandingFilter::builder().capacity(1_000).build().unwrap();
+        let mut key = 0u64;
+        while filter.doublings() == 0 {
+            filter.insert(&key).unwrap();
+            key += 1;
+        }
+        assert!(filter.is_doubling());
+        // As if every old bucket had been claimed, some by claimers that gave them up.
+        filter.next.store(u64::MAX / 2, Ordering::Relaxed);
+        let stored = key;
+        // Each insert splits two buckets from the bitmap (besides its own): the touches alone
+        // would take several times longer to reach every bucket.
+        let old_buckets = filter.buckets() / 2;
+        let mut inserts = 0;
+        while filter.is_doubling() {
+            filter.insert(&key).unwrap();
+            key += 1;
+            inserts += 1;
+            assert!(
+                inserts <= old_buckets / 2 + 1,
+                "the doubling is not finished by inserts"
+            );
+        }
+        assert!((0..stored).all(|k| filter.contains(&k)));
     }
 }
