@@ -432,6 +432,9 @@ impl<S: BuildHasher> ExpandingFilter<S> {
                 Placement::Placed => return Ok(true),
                 Placement::Present => return Ok(false),
                 Placement::Retry => continue,
+                // A walk planned in a table that has doubled since: the refusal rules below
+                // would judge the old table.
+                Placement::Failed if self.doublings_now() != k => continue,
                 Placement::Failed => {}
             }
             // A doubling separates entries of different items (by their next bit), but never

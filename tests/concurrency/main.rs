@@ -8,6 +8,7 @@ mod common;
 mod format_model;
 
 mod contended_inserts;
+mod expanding;
 mod insert_unique;
 mod layout_stress;
 mod stress;
