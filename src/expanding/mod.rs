@@ -207,12 +207,15 @@ impl<S: BuildHasher> ExpandingFilter<S> {
         let at = [key.pos(0, k), key.pos(1, k)];
         // The seqlock read of both buckets under both stripes: the versions, the buckets, the
         // versions again.
-        let stripes = at.map(|pos| self.stripes.of(self.table.stripe_key(pos)));
-        let begun = stripes.map(|stripe| stripe.read_begin());
+        let stripes = [
+            self.stripes.of(self.table.stripe_key(at[0])),
+            self.stripes.of(self.table.stripe_key(at[1])),
+        ];
+        let begun = [stripes[0].read_begin(), stripes[1].read_begin()];
         if self.bucket_matches(key, 0, at[0], k) | self.bucket_matches(key, 1, at[1], k) {
             return Some(true);
         }
-        let unchanged = (0..2).all(|side| stripes[side].read_validate(begun[side]));
+        let unchanged = stripes[0].read_validate(begun[0]) & stripes[1].read_validate(begun[1]);
         (unchanged && self.same_size(k)).then_some(false)
     }
 
@@ -301,8 +304,13 @@ impl<S: BuildHasher> ExpandingFilter<S> {
         let stream = key.stream[side] >> doublings;
         // Two lanes per 64-bit half (a lane has at most 32 bits): one 128-bit shift in all.
         let halves = [lanes as u64, (lanes >> (2 * width)) as u64];
-        let entries = [0, 1, 2, 3]
-            .map(|lane: u32| (halves[lane as usize / 2] >> ((lane % 2) * width)) & lane_mask);
+        // (Spelled out: `[_; 4].map` is not always inlined, and this is the lookups' hot path.)
+        let entries = [
+            halves[0] & lane_mask,
+            (halves[0] >> width) & lane_mask,
+            halves[1] & lane_mask,
+            (halves[1] >> width) & lane_mask,
+        ];
         // Most lanes of an absent item's buckets differ in the anchor: test those first.
         if entries.iter().all(|e| e & ANCHOR_MASK != key.anchor) {
             return false;
