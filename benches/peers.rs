@@ -223,3 +223,25 @@ pub fn on_threads<R: Send>(threads: usize, work: impl Fn(usize) -> R + Sync) -> 
     let last = runs.iter().map(|r| r.1).max().expect("at least one thread");
     (last - first, runs.into_iter().map(|r| r.2).collect())
 }
+
+/// Operations between two looks at the clock in `timed_rate`.
+const CHUNK: usize = 4096;
+
+/// `threads` threads each run `op` over their own endless walk of indices until `seconds` have
+/// passed (each checks its own clock every `CHUNK` operations); M operations per second over
+/// the wall time from the first start to the last end.
+pub fn timed_rate(threads: usize, seconds: f64, op: impl Fn(usize, usize) + Sync) -> f64 {
+    let budget = Duration::from_secs_f64(seconds);
+    let (spent, done) = on_threads(threads, |t| {
+        let start = Instant::now();
+        let mut done = 0;
+        while start.elapsed() < budget {
+            for i in done..done + CHUNK {
+                op(t, i);
+            }
+            done += CHUNK;
+        }
+        done
+    });
+    done.iter().sum::<usize>() as f64 / spent.as_secs_f64() / 1e6
+}

@@ -14,14 +14,10 @@
 //!   its own offset (absent ones from another stream) for `--seconds` (default 0.3).
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
 
 use atomic_cuckoo::{CuckooFilter, ExpandingFilter};
-use peer_benches::peers::on_threads;
+use peer_benches::peers::{on_threads, timed_rate};
 use peer_benches::{bench_threads, quick_args, quick_sizes, splitmix};
-
-/// Operations between two looks at the clock in the timed loops.
-const CHUNK: usize = 4096;
 
 /// A filter that threads grow and read together.
 trait Grown: Sync {
@@ -62,24 +58,6 @@ fn expanding() -> ExpandingFilter {
 fn levels() -> CuckooFilter {
     let builder = CuckooFilter::builder().capacity(1_000).expansion(2);
     builder.false_positive_rate(0.01).build().unwrap()
-}
-
-/// `threads` threads each run `op(t, i)` for `i` counting up until `seconds` have passed; M
-/// operations per second over the wall time from the first start to the last end.
-fn timed_rate(threads: usize, seconds: f64, op: impl Fn(usize, usize) + Sync) -> f64 {
-    let budget = Duration::from_secs_f64(seconds);
-    let (spent, done) = on_threads(threads, |t| {
-        let start = Instant::now();
-        let mut done = 0;
-        while start.elapsed() < budget {
-            for i in done..done + CHUNK {
-                op(t, i);
-            }
-            done += CHUNK;
-        }
-        done
-    });
-    done.iter().sum::<usize>() as f64 / spent.as_secs_f64() / 1e6
 }
 
 /// M lookups per second of `keys` by `threads` threads, each from its own offset.

@@ -26,16 +26,14 @@
 //! exclusive lock, so only the `Mutex` fills), and `fastbloom::AtomicBloomFilter`.
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use atomic_cuckoo::CuckooFilter;
 use parking_lot::{Mutex, RwLock};
 
-use peer_benches::peers::{acf, bloom, classic, on_threads, ours, Classic, Shared};
+use peer_benches::peers::{acf, bloom, classic, on_threads, ours, timed_rate, Classic, Shared};
 use peer_benches::{bench_threads, quick_args, quick_sizes, splitmix};
 
-/// Operations between two looks at the clock in the timed loops.
-const CHUNK: usize = 4096;
 /// Fresh keys per thread for the mix's writes (cycled).
 const FRESH: usize = 1 << 16;
 
@@ -114,25 +112,6 @@ fn options() -> Run {
         }
     }
     run
-}
-
-/// `threads` threads each run `op` over their own endless walk of indices until `seconds` have
-/// passed (each checks its own clock every `CHUNK` operations); M operations per second over
-/// the wall time from the first start to the last end.
-fn timed_rate(threads: usize, seconds: f64, op: impl Fn(usize, usize) + Sync) -> f64 {
-    let budget = Duration::from_secs_f64(seconds);
-    let (spent, done) = on_threads(threads, |t| {
-        let start = Instant::now();
-        let mut done = 0;
-        while start.elapsed() < budget {
-            for i in done..done + CHUNK {
-                op(t, i);
-            }
-            done += CHUNK;
-        }
-        done
-    });
-    done.iter().sum::<usize>() as f64 / spent.as_secs_f64() / 1e6
 }
 
 /// Lookups of present keys: thread `t` starts at its own offset into `present`.
