@@ -30,7 +30,7 @@ pub(super) fn low_mask(bits: u32) -> u64 {
 /// SplitMix64's finaliser: a bijection of `u64` whose output bits each depend on every input
 /// bit.
 #[inline(always)]
-fn mix(mut z: u64) -> u64 {
+pub(super) fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)

@@ -5,10 +5,9 @@
 
 use std::hash::BuildHasher;
 
-use super::keys::{field_tail_bits, Key, Pos, ANCHOR_BITS};
+use super::keys::{field_tail_bits, mix, Key, Pos, ANCHOR_BITS};
 use super::table::{lane_of, LANES};
 use super::{ExpandingFilter, Placement, ANCHOR_MASK, MAX_KICKS};
-use crate::sync::Ordering;
 
 /// The buckets a planned walk read, each with the lanes it read and the lanes it would leave.
 #[derive(Default)]
@@ -118,9 +117,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// carries it out under the stripes of every bucket it read if none of them changed.
     fn walk(&self, key: &Key, k: u32, unique: bool, starts: [(Pos, u64); 2]) -> Placement {
         let width = self.table.width();
-        // Relaxed: the walks' random state; two walks that read the same state only choose
-        // alike, which is no error.
-        let mut rng = self.rng.load(Ordering::Relaxed);
+        let mut rng = walk_state(self.rng, key);
         let mut plan = Plan::default();
         // Start the walk from either bucket.
         let (mut pos, mut entry) = starts[usize::from(next_random(&mut rng) & 4 != 0)];
@@ -146,13 +143,11 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             let victim = lane_of(lanes, lane, width);
             if victim >> ANCHOR_BITS == 0 {
                 // No entry has an empty field: a read torn by a writer. Plan again.
-                self.rng.store(rng, Ordering::Relaxed);
                 return Placement::Retry;
             }
             plan.write(planned, lane, entry, width);
             (pos, entry) = self.alternate(pos, victim, k);
         }
-        self.rng.store(rng, Ordering::Relaxed);
         if !placed {
             // Nothing was written: splits made on the way stay, and change no answer.
             return Placement::Failed;
@@ -257,6 +252,15 @@ fn victim_lane(lanes: u128, entry: u64, width: u32, rng: &mut u64) -> u64 {
 }
 
 /// The kick chains' random choices (xorshift64).
+/// The random state of a walk for `key`: the filter's seed mixed with the item's hash, so
+/// that concurrent walks write no shared state (a walk for the same item in the same table
+/// takes the same path, which a retry after a changed table does not need to avoid).
+fn walk_state(seed: u64, key: &Key) -> u64 {
+    let hash = key.stream[0] ^ key.home[0].rotate_left(32) ^ key.anchor.rotate_left(59);
+    // Xorshift's state must not be zero.
+    mix(seed ^ hash) | 1
+}
+
 fn next_random(rng: &mut u64) -> u64 {
     *rng ^= *rng << 13;
     *rng ^= *rng >> 7;

@@ -148,8 +148,9 @@ pub struct ExpandingFilter<S = DefaultHashBuilder> {
     /// Items, lanes in use and entries by tail length.
     counts: Counts,
     target: f64,
-    /// State of the kick chains' victim choice (xorshift).
-    rng: AtomicU64,
+    /// Seed of the kick chains' victim choice, mixed with each item's hash: read only, so
+    /// walks on different threads share no written state.
+    rng: u64,
     /// Serializes doublings, snapshots and clones (each freezes the stripes).
     grow: GrowLock,
     hasher: S,
@@ -732,7 +733,7 @@ impl<S> ExpandingFilter<S> {
             tail_bits: parts.tail_bits,
             counts: Counts::new(&parts.totals),
             target: parts.target,
-            rng: AtomicU64::new(parts.rng),
+            rng: parts.rng,
             grow: GrowLock::new(),
             hasher: parts.hasher,
         }
@@ -783,7 +784,7 @@ impl<S: Clone> Clone for ExpandingFilter<S> {
                 doublings,
                 splitting,
                 totals: self.counts.totals(),
-                rng: self.rng.load(Ordering::Relaxed),
+                rng: self.rng,
             })
         })
         .unwrap_or_else(|| panic!("{}", NESTED))

@@ -358,7 +358,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             base: self.table.base(),
             items: (totals.items as i64).max(0) as u64,
             occupied: totals.occupied,
-            rng: self.rng.load(Ordering::Relaxed),
+            rng: self.rng,
             split_next,
             split_left,
             hasher_check: hasher_check(&self.hasher),
