@@ -1134,6 +1134,36 @@ mod release_tests {
 mod tests {
     use super::*;
 
+    /// A new level whose memory is refused: the insert that asked for it gets `GrowthFailed`,
+    /// nothing stored is lost, no level is added, and the next insert grows the filter once
+    /// memory is there again.
+    #[test]
+    fn a_level_whose_memory_is_refused_fails_the_insert_and_loses_nothing() {
+        use crate::table::FAIL_ALLOCATION;
+        use crate::{CuckooFilter, InsertError};
+        let builder = CuckooFilter::builder().capacity(1_000).expansion(2);
+        let filter = builder.huge_pages(false).build().unwrap();
+        FAIL_ALLOCATION.with(|left| left.set(1));
+        let mut key = 0u64;
+        let refused = loop {
+            match filter.insert(&key) {
+                Ok(()) => key += 1,
+                Err(e) => break e,
+            }
+        };
+        FAIL_ALLOCATION.with(|left| left.set(0));
+        assert!(
+            matches!(refused, InsertError::GrowthFailed { bytes } if bytes > 0),
+            "{refused:?}"
+        );
+        assert_eq!(filter.levels(), 1);
+        assert_eq!(filter.len(), key as usize);
+        assert!((0..key).all(|k| filter.contains(&k)));
+        filter.insert(&key).unwrap();
+        assert_eq!(filter.levels(), 2);
+        assert!((0..=key).all(|k| filter.contains(&k)));
+    }
+
     /// A level large enough to be prepared ahead is, once the newest nears capacity, and the
     /// insert that adds it finds it with every page resident: it neither zeroes nor faults.
     /// Checked by the pages themselves, not by a time.

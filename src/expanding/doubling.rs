@@ -249,6 +249,42 @@ mod tests {
     use crate::sync::Ordering;
     use crate::ExpandingFilter;
 
+    /// A doubling whose bitmap (the first allocation) or new segment (the second) cannot be
+    /// allocated: the insert that asked for it gets `GrowthFailed`, nothing stored is lost, the
+    /// table stays as it was, and the next insert doubles it once memory is there again.
+    #[cfg(not(loom))]
+    #[test]
+    fn a_doubling_whose_memory_is_refused_fails_the_insert_and_loses_nothing() {
+        use crate::table::FAIL_ALLOCATION;
+        use crate::InsertError;
+        for failing in [1, 2] {
+            let filter = ExpandingFilter::builder().capacity(1_000).build().unwrap();
+            FAIL_ALLOCATION.with(|left| left.set(failing));
+            // Every insert before the one that doubles fits.
+            let mut key = 0u64;
+            let (refused, len, memory) = loop {
+                let (len, memory) = (filter.len(), filter.memory_usage());
+                match filter.insert(&key) {
+                    Ok(()) => key += 1,
+                    Err(e) => break (e, len, memory),
+                }
+            };
+            FAIL_ALLOCATION.with(|left| left.set(0));
+            assert!(
+                matches!(refused, InsertError::GrowthFailed { bytes } if bytes > 0),
+                "allocation {failing} refused: {refused:?}"
+            );
+            assert_eq!(filter.doublings(), 0, "allocation {failing} refused");
+            assert!(!filter.is_doubling());
+            assert_eq!(filter.len(), len);
+            assert_eq!(filter.memory_usage(), memory);
+            assert!((0..key).all(|k| filter.contains(&k)));
+            filter.insert(&key).unwrap();
+            assert_eq!(filter.doublings(), 1);
+            assert!((0..=key).all(|k| filter.contains(&k)));
+        }
+    }
+
     #[test]
     fn inserts_finish_a_doubling_whose_buckets_were_all_handed_out() {
         let filter = ExpandingFilter::builder().capacity(1_000).build().unwrap();

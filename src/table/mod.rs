@@ -68,6 +68,8 @@ use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 pub(crate) use batch::{BATCH, PREFETCH_AHEAD};
 pub(crate) use read::Lookup;
 pub(crate) use storage::BucketWords;
+#[cfg(all(test, not(loom)))]
+pub(crate) use storage::FAIL_ALLOCATION;
 pub(crate) use write::{Multiset, NoRoom, PairState, Placed, Unique};
 
 /// Bounds on the work of one operation (guarantees 2 and 3: readers finish in a bounded number

@@ -35,6 +35,8 @@ const HUGE_PAGE: usize = 2 << 20;
 #[cfg(not(loom))]
 const OWN_MAPPING: usize = 16 << 10;
 
+#[cfg(all(test, not(loom)))]
+pub(crate) use real::FAIL_ALLOCATION;
 #[cfg(not(loom))]
 pub(crate) use real::{prefetch, BucketWords};
 
@@ -73,12 +75,24 @@ mod real {
     // SAFETY: as above.
     unsafe impl Sync for BucketWords {}
 
+    #[cfg(test)]
+    thread_local! {
+        /// Counts down the tables `zeroed` allocates on this thread; the one that takes it from
+        /// 1 to 0 fails as if memory ran out (0: none fails). For tests of a failed growth.
+        pub(crate) static FAIL_ALLOCATION: std::cell::Cell<u32> =
+            const { std::cell::Cell::new(0) };
+    }
+
     impl BucketWords {
         /// `len` (> 0) zeroed words; with `huge_pages`, advised onto huge pages when large.
         pub(crate) fn zeroed(len: usize, huge_pages: bool) -> Result<Self, AllocationFailed> {
             let failed = AllocationFailed {
                 bytes: len.saturating_mul(8),
             };
+            #[cfg(test)]
+            if FAIL_ALLOCATION.with(|left| left.replace(left.get().saturating_sub(1)) == 1) {
+                return Err(failed);
+            }
             let bytes = len.checked_mul(8).ok_or(failed)?;
             assert!(bytes > 0, "tables have at least two buckets");
             #[cfg(target_os = "linux")]
