@@ -509,20 +509,27 @@ fn inserts_refused_by_a_full_table_lose_nothing() {
 
 /// Threads race `insert_unique` over the same keys while the table doubles: each key is added
 /// by at most one of them (exactly one unless a lane already matched it: a false positive,
-/// rare at this rate), and `len` counts the adds.
+/// rare at this rate, or the insert was refused), and `len` counts the adds.
+///
+/// A refusal (`ItemBucketsFull`) is what `insert` documents for a walk that fails below half
+/// the doubling load: in these tables of 2 to 16 first buckets, nine distinct items sometimes
+/// share one pair of buckets (seed 1795756871582253696, round 216: eight entries whose other
+/// bucket is each other's, in a table of 16 buckets, and a ninth item). Refused keys are not
+/// stored, so they are not looked for; they must stay few.
 #[test]
 fn racing_insert_unique_adds_each_key_at_most_once_through_doublings() {
     let _serial = one_at_a_time();
     let seed = seed("racing_insert_unique_adds_each_key_at_most_once_through_doublings");
     let threads = 4;
     let mut zero_winners = 0;
+    let mut refused_keys = 0;
     let rounds = rounds_for(1_500, |round| {
         let capacity = [1, 6][round as usize % 2];
         let seed = seed.wrapping_add(round);
         let filter = tiny(capacity, 0.0001, 12);
         let keys = distinct_keys(seed, 3_000);
         let barrier = Barrier::new(threads);
-        let results: Vec<Vec<bool>> = std::thread::scope(|s| {
+        let results: Vec<Vec<Option<bool>>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..threads)
                 .map(|t| {
                     let (barrier, keys, filter) = (&barrier, &keys, &filter);
@@ -534,7 +541,11 @@ fn racing_insert_unique_adds_each_key_at_most_once_through_doublings() {
                                 if (i + t) % 97 == 0 {
                                     filter.finish_doubling();
                                 }
-                                filter.insert_unique(k).unwrap()
+                                match filter.insert_unique(k) {
+                                    Ok(added) => Some(added),
+                                    Err(InsertError::ItemBucketsFull) => None,
+                                    Err(e) => panic!("key {k}: {e:?}"),
+                                }
                             })
                             .collect::<Vec<_>>()
                     })
@@ -544,18 +555,29 @@ fn racing_insert_unique_adds_each_key_at_most_once_through_doublings() {
         });
         let mut added = 0;
         let mut unadded = Vec::new();
+        let mut stored = Vec::new();
         for (i, k) in keys.iter().enumerate() {
-            let winners = results.iter().filter(|r| r[i]).count();
+            let winners = results.iter().filter(|r| r[i] == Some(true)).count();
             assert!(
                 winners <= 1,
                 "capacity {capacity} (seed {seed}): key {k} added by {winners} threads"
             );
+            let refused = results.iter().all(|r| r[i].is_none());
+            if refused {
+                refused_keys += 1;
+                continue;
+            }
             assert!(filter.contains(k), "capacity {capacity}: key {k} lost");
+            stored.push(*k);
             if winners == 0 {
                 unadded.push(*k);
             }
             added += winners;
         }
+        assert!(
+            refused_keys <= 30 * (round + 1) as usize,
+            "round {round} (seed {seed}): {refused_keys} keys refused by every thread so far"
+        );
         zero_winners += unadded.len();
         assert!(
             unadded.len() <= 3,
@@ -564,9 +586,11 @@ fn racing_insert_unique_adds_each_key_at_most_once_through_doublings() {
             unadded.len()
         );
         assert_eq!(filter.len(), added, "round {round} (seed {seed})");
-        assert_counts_match_lanes(&format!("round {round}"), &filter, &keys);
+        assert_counts_match_lanes(&format!("round {round}"), &filter, &stored);
     });
-    println!("{rounds} rounds, {zero_winners} keys matched before their add");
+    println!(
+        "{rounds} rounds, {zero_winners} keys matched before their add, {refused_keys} refused"
+    );
 }
 
 /// Racing `insert_unique` of one key by many threads at once, again and again on fresh tiny
