@@ -251,7 +251,6 @@ fn victim_lane(lanes: u128, entry: u64, width: u32, rng: &mut u64) -> u64 {
         .unwrap_or(start)
 }
 
-/// The kick chains' random choices (xorshift64).
 /// The random state of a walk for `key`: the filter's seed mixed with the item's hash, so
 /// that concurrent walks write no shared state (a walk for the same item in the same table
 /// takes the same path, which a retry after a changed table does not need to avoid).
@@ -261,6 +260,7 @@ fn walk_state(seed: u64, key: &Key) -> u64 {
     mix(seed ^ hash) | 1
 }
 
+/// The kick chains' random choices (xorshift64).
 fn next_random(rng: &mut u64) -> u64 {
     *rng ^= *rng << 13;
     *rng ^= *rng >> 7;
