@@ -277,33 +277,6 @@ impl<S> Builder<S> {
         }
     }
 
-    /// Compact buckets ([`Layout::Compact`]) or not ([`Layout::Packed`], the default): the
-    /// smallest memory for the rate, at some cost in speed.
-    ///
-    /// A bucket holds 4 fingerprints either way. Compact buckets store the top 4 bits of their
-    /// fingerprints sorted, as one 12-bit index (the cuckoo filter paper's semi-sorted
-    /// buckets), which saves 1 bit per fingerprint: at a 1 % target about 9.3 bits per item
-    /// instead of 10.4. Every lookup decodes what it reads, and every write re-encodes a
-    /// bucket, so lookups and inserts are slower (see [`Layout`]).
-    ///
-    /// ```
-    /// let small = atomic_cuckoo::CuckooFilter::builder()
-    ///     .capacity(100_000)
-    ///     .compact(true)
-    ///     .build()?;
-    /// let fast = atomic_cuckoo::CuckooFilter::builder().capacity(100_000).build()?;
-    /// assert!(small.memory_usage() < fast.memory_usage());
-    /// assert_eq!(small.fingerprint_bits(), fast.fingerprint_bits());
-    /// # Ok::<(), atomic_cuckoo::BuildError>(())
-    /// ```
-    pub fn compact(self, compact: bool) -> Self {
-        self.layout(if compact {
-            Layout::Compact
-        } else {
-            Layout::Packed
-        })
-    }
-
     /// How buckets are laid out in memory (default [`Layout::Packed`]): see [`Layout`].
     ///
     /// ```

@@ -284,6 +284,26 @@ impl<S> CuckooFilter<S> {
         self.levels.false_positive_rate()
     }
 
+    /// The false-positive rate the filter was built for ([`Builder::false_positive_rate`], 1 %
+    /// by default), which [`false_positive_rate`](CuckooFilter::false_positive_rate) stays
+    /// under at any load up to [`capacity`](CuckooFilter::capacity); `None` for a filter built
+    /// with a fingerprint width instead ([`Builder::fingerprint_bits`]). Restored snapshots
+    /// keep it.
+    ///
+    /// ```
+    /// use atomic_cuckoo::CuckooFilter;
+    ///
+    /// let filter = CuckooFilter::builder().false_positive_rate(0.001).build()?;
+    /// assert_eq!(filter.target_false_positive_rate(), Some(0.001));
+    /// assert_eq!(CuckooFilter::with_capacity(10).target_false_positive_rate(), Some(0.01));
+    /// let by_width = CuckooFilter::builder().fingerprint_bits(12).build()?;
+    /// assert_eq!(by_width.target_false_positive_rate(), None);
+    /// # Ok::<(), atomic_cuckoo::BuildError>(())
+    /// ```
+    pub fn target_false_positive_rate(&self) -> Option<f64> {
+        self.levels.plan().target_rate()
+    }
+
     /// Fingerprint width in bits of the newest level, where new items go. Every level has this
     /// width unless the filter grows towards a target rate, where later levels may be wider
     /// (and a level narrowed by [`shrink_to_fit`](CuckooFilter::shrink_to_fit) narrower).
@@ -304,7 +324,7 @@ impl<S> CuckooFilter<S> {
     /// use atomic_cuckoo::{CuckooFilter, Layout};
     ///
     /// assert_eq!(CuckooFilter::with_capacity(100).layout(), Layout::Packed);
-    /// let compact = CuckooFilter::builder().compact(true).build().unwrap();
+    /// let compact = CuckooFilter::builder().layout(Layout::Compact).build().unwrap();
     /// assert_eq!(compact.layout(), Layout::Compact);
     /// ```
     pub fn layout(&self) -> Layout {
@@ -601,20 +621,61 @@ impl<S: BuildHasher> CuckooFilter<S> {
         I: IntoIterator,
         I::Item: Hash,
     {
+        self.insert_batches(items, |hashes| {
+            self.levels.insert_batch(hashes).map(|()| hashes.len())
+        })
+        .map(|_| ())
+    }
+
+    /// Inserts every item of any `IntoIterator` that is not (maybe) present yet, in order, each
+    /// as [`insert_unique`](CuckooFilter::insert_unique) would: set semantics, so repeated items
+    /// are stored once. Returns how many items were added. This is the fallible form of
+    /// [`Extend`] and [`FromIterator`], which use it.
+    ///
+    /// # Errors
+    ///
+    /// Stops at the first item that is not present and cannot be inserted: [`InsertManyError`]
+    /// holds its index and the [`InsertError`] (see [`insert`](CuckooFilter::insert)). The
+    /// items before it are in the filter; that item and those after it are not added.
+    ///
+    /// ```
+    /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(1_000);
+    /// let added = filter.insert_many_unique([7u64, 7, 7, 8])?;
+    /// assert_eq!((added, filter.len()), (2, 2));
+    /// assert_eq!(filter.insert_many_unique([8u64, 9])?, 1);
+    /// # Ok::<(), atomic_cuckoo::InsertManyError>(())
+    /// ```
+    pub fn insert_many_unique<I>(&self, items: I) -> Result<usize, InsertManyError>
+    where
+        I: IntoIterator,
+        I::Item: Hash,
+    {
+        self.insert_batches(items, |hashes| self.levels.insert_unique_batch(hashes))
+    }
+
+    /// Hashes `items` a batch at a time and hands each batch to `insert`, which returns how
+    /// many it added or the index in the batch of the item that failed; sums the added.
+    fn insert_batches<I>(
+        &self,
+        items: I,
+        mut insert: impl FnMut(&[u64]) -> Result<usize, (usize, InsertError)>,
+    ) -> Result<usize, InsertManyError>
+    where
+        I: IntoIterator,
+        I::Item: Hash,
+    {
         let mut items = items.into_iter();
         let mut hashes = [0u64; BATCH];
-        let mut done = 0;
+        let (mut done, mut added) = (0, 0);
         loop {
             let n = self.hash_batch(&mut items, &mut hashes);
             if n == 0 {
-                return Ok(());
+                return Ok(added);
             }
-            self.levels
-                .insert_batch(&hashes[..n])
-                .map_err(|(i, error)| InsertManyError {
-                    index: done + i,
-                    error,
-                })?;
+            added += insert(&hashes[..n]).map_err(|(i, error)| InsertManyError {
+                index: done + i,
+                error,
+            })?;
             done += n;
         }
     }
@@ -727,34 +788,39 @@ impl<S: BuildHasher + Default> Default for CuckooFilter<S> {
 
 /// Any hashable item, so references too: `Extend<T>` and `Extend<&T>` are both this impl.
 impl<T: Hash, S: BuildHasher> Extend<T> for CuckooFilter<S> {
-    /// Inserts every item (as [`insert_many`](CuckooFilter::insert_many)).
+    /// Inserts every item that is not (maybe) present yet, as
+    /// [`insert_many_unique`](CuckooFilter::insert_many_unique) does: set semantics, like
+    /// `HashSet`, so repeated items are stored once and never fill their buckets.
     ///
     /// # Panics
     ///
-    /// If an item cannot be inserted (the filter is full, or the item's buckets are). Use
-    /// [`insert_many`](CuckooFilter::insert_many) to handle that as an error.
+    /// If an item that is not present cannot be inserted (the filter is full). Use
+    /// [`insert_many_unique`](CuckooFilter::insert_many_unique) to handle that as an error.
     ///
     /// ```
     /// let mut filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
-    /// filter.extend(["a", "b"]);
+    /// filter.extend(["a", "b", "a"]);
     /// filter.extend(&[1u8, 2]);
-    /// assert!(filter.contains("b") && filter.contains(&2u8));
+    /// filter.extend(std::iter::repeat_n(5u64, 20));
+    /// assert!(filter.contains("b") && filter.contains(&2u8) && filter.contains(&5u64));
+    /// assert_eq!(filter.len(), 5);
     /// ```
     fn extend<I: IntoIterator<Item = T>>(&mut self, items: I) {
-        if let Err(e) = self.insert_many(items) {
-            panic!("CuckooFilter::extend: {e}");
+        if let Err(e) = self.insert_many_unique(items) {
+            panic!("CuckooFilter::extend: {e}: {}", e.error);
         }
     }
 }
 
 impl<T: Hash, S: BuildHasher + Default> FromIterator<T> for CuckooFilter<S> {
-    /// A filter sized for the items (their count, at the default 1 % rate, no growth) that
-    /// holds one copy of each, as if inserted one by one.
+    /// A filter sized for the distinct items (at the default 1 % rate, no growth) that holds
+    /// one copy of each, like collecting into a `HashSet`: repeated items are stored once.
+    /// Items are told apart by their hash, so the filter's [`len`](CuckooFilter::len) is the
+    /// number of distinct items (unless two distinct items have the same 64-bit hash).
     ///
     /// # Panics
     ///
-    /// If the table cannot be allocated, or one item repeats more often than its two buckets
-    /// hold ([`InsertError::ItemBucketsFull`]).
+    /// If the table cannot be allocated. Repeated items never make it panic.
     ///
     /// ```
     /// use atomic_cuckoo::CuckooFilter;
@@ -762,12 +828,17 @@ impl<T: Hash, S: BuildHasher + Default> FromIterator<T> for CuckooFilter<S> {
     /// let filter: CuckooFilter = (0..1_000u32).collect();
     /// assert_eq!(filter.len(), 1_000);
     /// assert!(filter.capacity() >= 1_000 && filter.contains(&999u32));
+    ///
+    /// let ids: CuckooFilter = [7u64, 7, 7, 8].iter().collect();
+    /// assert_eq!(ids.len(), 2);
     /// ```
     fn from_iter<I: IntoIterator<Item = T>>(items: I) -> Self {
         let hasher = S::default();
-        let hashes: Vec<u64> = items.into_iter().map(|i| hasher.hash_one(&i)).collect();
+        let mut hashes: Vec<u64> = items.into_iter().map(|i| hasher.hash_one(&i)).collect();
+        crate::hashing::dedup_hashes(&mut hashes);
         let filter = CuckooFilter::with_capacity_and_hasher(hashes.len(), hasher);
         for batch in hashes.chunks(BATCH) {
+            // `hashes.len()` distinct items always fit in a filter of that capacity.
             if let Err((_, e)) = filter.levels.insert_batch(batch) {
                 panic!("CuckooFilter::from_iter: {e}");
             }

@@ -46,6 +46,25 @@
 //! like one table of its full size (a chained constant such as `H_(j+1) = 2 H_j + 1` would also
 //! nest, but splits level `j` into independent tables of `2 n_0` buckets, which fill unevenly).
 
+/// Keeps one of each distinct hash, in an order unrelated to the bits that choose buckets and
+/// fingerprints: collecting into a filter stores each distinct item once. Sorted by the hash
+/// itself, neighbours would share a bucket (and in a doubling table a fingerprint prefix), so
+/// inserts would meet full buckets in runs; the sort key is a bijective mix of the hash, so
+/// equal hashes are still neighbours.
+pub(crate) fn dedup_hashes(hashes: &mut Vec<u64>) {
+    // The finaliser of MurmurHash3's 64-bit variant: xor-shifts and odd multiplications, each
+    // invertible, so distinct hashes get distinct keys.
+    let mix = |mut h: u64| {
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
+    };
+    hashes.sort_unstable_by_key(|&h| mix(h));
+    hashes.dedup();
+}
+
 /// Largest supported bucket count: bucket indices are derived from 32 hash bits.
 pub(crate) const MAX_BUCKETS: u64 = 1 << 32;
 

@@ -83,6 +83,14 @@ pub(crate) struct GrowthPlan {
 }
 
 impl GrowthPlan {
+    /// The target false-positive rate of the whole filter, if its widths follow one.
+    pub(crate) fn target_rate(&self) -> Option<f64> {
+        match self.width {
+            WidthRule::Fixed(_) => None,
+            WidthRule::Rate(rate) | WidthRule::SplitRate(rate) => Some(rate),
+        }
+    }
+
     /// Whether levels can be added: a factor, and room for more than one level (a growing
     /// filter limited to one level is a fixed filter, and is sized and rated as one).
     pub(crate) fn grows(&self) -> bool {
@@ -606,6 +614,29 @@ impl Levels {
     /// Inserts up to `BATCH` items by hash, in order, their buckets prefetched a few items ahead;
     /// stops at the first that fails and returns its index in `hashes`.
     pub(crate) fn insert_batch(&self, hashes: &[u64]) -> Result<(), (usize, InsertError)> {
+        self.insert_batch_with(hashes, |hash| self.insert(hash))
+    }
+
+    /// As `insert_batch`, with set semantics (`insert_unique`): returns how many were added.
+    pub(crate) fn insert_unique_batch(
+        &self,
+        hashes: &[u64],
+    ) -> Result<usize, (usize, InsertError)> {
+        let mut added = 0;
+        self.insert_batch_with(hashes, |hash| {
+            added += usize::from(self.insert_unique(hash)?);
+            Ok(())
+        })?;
+        Ok(added)
+    }
+
+    /// Runs `insert` on each hash in order, the buckets of the items a few places ahead
+    /// prefetched; stops at the first that fails and returns its index in `hashes`.
+    fn insert_batch_with(
+        &self,
+        hashes: &[u64],
+        mut insert: impl FnMut(u64) -> Result<(), InsertError>,
+    ) -> Result<(), (usize, InsertError)> {
         debug_assert!(hashes.len() <= BATCH);
         let mut keys = [ItemKey::default(); BATCH];
         let newest = self.level(self.count() - 1);
@@ -623,7 +654,7 @@ impl Levels {
             if let Some(key) = keys.get(i + PREFETCH_AHEAD) {
                 newest.prefetch(*key);
             }
-            self.insert(hash).map_err(|e| (i, e))?;
+            insert(hash).map_err(|e| (i, e))?;
         }
         Ok(())
     }

@@ -12,6 +12,7 @@
 // | `table` | one table: lookups (`read`), inserts and removes (`write`), cuckoo paths (`path`) |
 // | `levels` | growth: append-only levels, published for wait-free readers |
 // | `filter` | [`CuckooFilter`], the public type |
+// | `set` | [`CuckooSet`]: a `CuckooFilter` of one item type, with set semantics |
 // | `expanding` | [`ExpandingFilter`]: one table that doubles in place, lookups of two buckets at any size |
 // | `builder`, `params` | [`Builder`] and the arithmetic behind its choices |
 // | `persist` | snapshots: [`CuckooFilter::write_to`], [`CuckooFilter::read_from`], [`PersistError`] |
@@ -37,6 +38,7 @@ mod params;
 mod persist;
 pub mod redisbloom;
 mod semi_sorted;
+mod set;
 mod stripe;
 mod sync;
 mod table;
@@ -49,6 +51,23 @@ pub use expanding::{ExpandingBuilder, ExpandingFilter};
 pub use filter::{CuckooFilter, LevelStats};
 pub use hasher::{AHashBuilder, DefaultHashBuilder, PortableHasher};
 pub use persist::PersistError;
+pub use set::CuckooSet;
+
+/// The [`redis`](https://docs.rs/redis) crate that the `redis` feature's bridge is built on
+/// (version 1): connections made with it are the ones
+/// [`RedisCuckooFilter::export_to`](redisbloom::RedisCuckooFilter::export_to) and
+/// [`import_from`](redisbloom::RedisCuckooFilter::import_from) take, whatever version of
+/// `redis` the rest of a program uses.
+///
+/// ```no_run
+/// use atomic_cuckoo::redis;
+///
+/// let mut conn = redis::Client::open("redis://127.0.0.1:6379/")?.get_connection()?;
+/// # Ok::<(), redis::RedisError>(())
+/// ```
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use redis;
 
 #[cfg(loom)]
 #[doc(hidden)]

@@ -35,7 +35,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use atomic_cuckoo::{Builder, CuckooFilter};
+use atomic_cuckoo::{Builder, CuckooFilter, Layout};
 
 use peer_benches::{positive_count, quick_args, splitmix};
 
@@ -51,7 +51,7 @@ const TARGETS: [f64; 8] = [0.05, 0.03, 0.01, 0.003, 0.001, 0.0003, 0.0001, 0.000
 type Mode = (&'static str, fn(Builder) -> Builder);
 const MODES: &[Mode] = &[
     ("default", |b| b),
-    ("compact", |b| b.compact(true)),
+    ("compact", |b| b.layout(Layout::Compact)),
     ("one-word", |b| b.layout(atomic_cuckoo::Layout::OneWord)),
 ];
 

@@ -410,6 +410,11 @@ impl<S: BuildHasher> ExpandingFilter<S> {
         self.insert_key(&key, true)
     }
 
+    /// Inserts one copy of the item whose hash (by this filter's hasher) is `hash`.
+    pub(crate) fn insert_hash(&self, hash: u64) -> Result<(), InsertError> {
+        self.insert_key(&self.keys.key(hash), false).map(|_| ())
+    }
+
     /// Inserts `key`'s entry (unless `unique` and a lane matches it): `Ok(true)` if stored.
     fn insert_key(&self, key: &Key, unique: bool) -> Result<bool, InsertError> {
         self.split_next(SPLITS_PER_INSERT);

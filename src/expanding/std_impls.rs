@@ -4,6 +4,7 @@
 use std::hash::{BuildHasher, Hash};
 
 use super::ExpandingFilter;
+use crate::error::InsertError;
 
 impl<S: BuildHasher + Default> Default for ExpandingFilter<S> {
     /// A filter with the builder's defaults: room for
@@ -27,37 +28,51 @@ impl<S: BuildHasher + Default> Default for ExpandingFilter<S> {
 }
 
 impl<T: Hash, S: BuildHasher> Extend<T> for ExpandingFilter<S> {
-    /// Inserts every item, as [`insert`](ExpandingFilter::insert) does one by one.
+    /// Inserts every item that is not (maybe) present yet, as
+    /// [`insert_unique`](ExpandingFilter::insert_unique) does one by one: set semantics, like
+    /// `HashSet`, so repeated items are stored once and never fill their buckets.
     ///
     /// # Panics
     ///
-    /// If an item cannot be inserted (its buckets are full of its copies, the filter is past
-    /// its last doubling, or memory ran out). Use [`insert`](ExpandingFilter::insert) to
+    /// If an item that is not present cannot be inserted (the filter is past its last
+    /// doubling, or memory ran out). Use [`insert_unique`](ExpandingFilter::insert_unique) to
     /// handle that as an error.
     ///
     /// ```
     /// let mut filter = atomic_cuckoo::ExpandingFilter::builder().capacity(10).build()?;
     /// filter.extend(0..1_000u32);
+    /// filter.extend(std::iter::repeat_n(5u64, 100));
     /// assert!(filter.doublings() > 0 && filter.contains(&999u32));
+    /// assert_eq!(filter.len(), 1_001);
     /// # Ok::<(), atomic_cuckoo::BuildError>(())
     /// ```
     fn extend<I: IntoIterator<Item = T>>(&mut self, items: I) {
-        for item in items {
-            if let Err(e) = self.insert(&item) {
-                panic!("ExpandingFilter::extend: {e}");
-            }
+        if let Err(e) = insert_all_unique(self, items) {
+            panic!("ExpandingFilter::extend: {e}");
         }
     }
 }
 
+/// Inserts each item not (maybe) present yet; stops at the first that fails.
+fn insert_all_unique<T: Hash, S: BuildHasher>(
+    filter: &ExpandingFilter<S>,
+    items: impl IntoIterator<Item = T>,
+) -> Result<(), InsertError> {
+    for item in items {
+        filter.insert_unique(&item)?;
+    }
+    Ok(())
+}
+
 impl<T: Hash, S: BuildHasher + Default> FromIterator<T> for ExpandingFilter<S> {
     /// A filter sized for the items the iterator says it has at least (1,000 at the fewest),
-    /// at a 1 % rate, growing from there, holding one copy of each as if inserted one by one.
+    /// at a 1 % rate, growing from there, holding one copy of each distinct item, like
+    /// collecting into a `HashSet` (items are told apart by their 64-bit hash).
     ///
     /// # Panics
     ///
-    /// If memory runs out, or one item repeats more often than its two buckets hold
-    /// ([`InsertError::ItemBucketsFull`](crate::InsertError::ItemBucketsFull)).
+    /// If memory runs out, or the filter needs more doublings than it may take. Repeated
+    /// items never make it panic.
     ///
     /// ```
     /// use atomic_cuckoo::ExpandingFilter;
@@ -65,15 +80,25 @@ impl<T: Hash, S: BuildHasher + Default> FromIterator<T> for ExpandingFilter<S> {
     /// let filter: ExpandingFilter = (0..10_000u32).collect();
     /// assert_eq!(filter.len(), 10_000);
     /// assert!(filter.contains(&1234u32));
+    /// let ids: ExpandingFilter = [7u64, 7, 7, 8].iter().collect();
+    /// assert_eq!(ids.len(), 2);
     /// ```
     fn from_iter<I: IntoIterator<Item = T>>(items: I) -> Self {
         let items = items.into_iter();
-        let mut filter = ExpandingFilter::builder()
+        let filter = ExpandingFilter::builder()
             .capacity(items.size_hint().0.max(1_000))
             .hasher(S::default())
             .build()
-            .expect("the filter's table could not be allocated");
-        filter.extend(items);
+            .expect("ExpandingFilter::from_iter: the filter's table could not be allocated");
+        // Items are told apart by their hash, as `CuckooFilter`'s `from_iter` does: one copy
+        // of each distinct item, also of one whose entry another item's matches.
+        let mut hashes: Vec<u64> = items.map(|item| filter.hasher().hash_one(&item)).collect();
+        crate::hashing::dedup_hashes(&mut hashes);
+        for hash in hashes {
+            if let Err(e) = filter.insert_hash(hash) {
+                panic!("ExpandingFilter::from_iter: {e}");
+            }
+        }
         filter
     }
 }

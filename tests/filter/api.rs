@@ -200,3 +200,25 @@ fn error_chains_do_not_repeat_their_cause() {
     let one = atomic_cuckoo::PersistError::TrailingBytes { extra: 1 };
     assert_eq!(one.to_string(), "1 unexpected byte after the snapshot");
 }
+
+#[test]
+fn the_target_rate_is_kept_and_survives_a_snapshot() {
+    let filter = CuckooFilter::builder()
+        .capacity(1_000)
+        .false_positive_rate(0.002)
+        .build()
+        .unwrap();
+    assert_eq!(filter.target_false_positive_rate(), Some(0.002));
+    let restored = CuckooFilter::from_bytes(&filter.to_bytes()).unwrap();
+    assert_eq!(restored.target_false_positive_rate(), Some(0.002));
+    let grown = CuckooFilter::builder()
+        .capacity(100)
+        .false_positive_rate(0.05)
+        .expansion(2)
+        .build()
+        .unwrap();
+    grown.insert_many(0..1_000u32).unwrap();
+    assert_eq!(grown.target_false_positive_rate(), Some(0.05));
+    let by_width = CuckooFilter::builder().fingerprint_bits(9).build().unwrap();
+    assert_eq!(by_width.target_false_positive_rate(), None);
+}

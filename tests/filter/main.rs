@@ -20,4 +20,5 @@ mod insert_many_prefetch;
 mod layouts;
 mod load_factor;
 mod model;
+mod set;
 mod std_api;

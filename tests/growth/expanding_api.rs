@@ -14,17 +14,32 @@ fn collect_holds_one_copy_of_each_item_and_grows_past_its_hint() {
 }
 
 #[test]
-fn extend_inserts_every_item_and_panics_naming_a_refusal() {
+fn extend_keeps_one_copy_of_repeated_items_and_panics_naming_extend_when_full() {
     let mut filter = ExpandingFilter::builder().capacity(10).build().unwrap();
-    filter.extend(["a", "b", "c"]);
-    assert_eq!(filter.len(), 3);
-    assert!(filter.contains("b"));
-    let refused = std::panic::catch_unwind(move || filter.extend(std::iter::repeat_n("hot", 9)));
-    let message = refused.expect_err("a ninth copy is refused");
+    filter.extend(["a", "b", "c", "a"]);
+    filter.extend(std::iter::repeat_n("hot", 100));
+    assert_eq!(filter.len(), 4);
+    assert!(filter.contains("b") && filter.contains("hot"));
+    let mut full = ExpandingFilter::builder()
+        .capacity(10)
+        .max_doublings(0)
+        .build()
+        .unwrap();
+    let refused = std::panic::catch_unwind(move || full.extend(0..1_000u32));
+    let message = refused.expect_err("a filter that may not double fills up");
     let message = message
         .downcast_ref::<String>()
         .expect("a formatted message");
-    assert!(message.contains("repeated items"), "{message}");
+    assert!(message.starts_with("ExpandingFilter::extend"), "{message}");
+}
+
+#[test]
+fn collect_keeps_one_copy_of_repeated_items() {
+    let ids: ExpandingFilter = [7u64, 7, 7, 8].iter().collect();
+    assert_eq!(ids.len(), 2);
+    let hot: ExpandingFilter = std::iter::repeat_n(5u64, 20).collect();
+    assert_eq!(hot.len(), 1);
+    assert!(hot.contains(&5u64));
 }
 
 #[test]
