@@ -15,9 +15,12 @@
 //! switches around every insert (outside the timed span, but slowing the run) and lists each
 //! insert over 100 µs with them: a slow insert with a context switch was preempted.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use atomic_cuckoo::{CuckooFilter, ExpandingFilter};
+use common::{Long, Short};
 
 struct Args {
     items: u64,
@@ -57,27 +60,39 @@ impl Growing {
     }
 }
 
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
-        items: 10_000_000,
-        huge_pages: true,
-        attribute: false,
-        expanding: false,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        match flag.as_str() {
-            "--items" => {
-                let value = it.next().ok_or("--items needs a value")?;
-                args.items = value.parse().map_err(|_| format!("bad --items {value}"))?;
+const USAGE: &str = "\
+Usage: growth_latency [--items N] [--no-huge-pages] [--attribute] [--expanding]
+
+Times every insert while a filter grows from 1,000 items, and prints the distribution and
+the inserts that grew the filter.
+
+Options:
+  --items N          distinct u64 keys to insert (default 10000000; `_` may separate digits)
+  --no-huge-pages    build with huge_pages(false)
+  --attribute        read page faults and context switches around each insert (Linux)
+  --expanding        grow an ExpandingFilter (doublings) instead of levels
+  -h, --help         print this and exit";
+
+fn parse_args() -> Args {
+    common::parse(USAGE, |p| {
+        let mut args = Args {
+            items: 10_000_000,
+            huge_pages: true,
+            attribute: false,
+            expanding: false,
+        };
+        while let Some(arg) = p.next()? {
+            match arg {
+                Short('h') | Long("help") => return Ok(None),
+                Long("items") => args.items = common::number(p.value()?, "--items")?,
+                Long("no-huge-pages") => args.huge_pages = false,
+                Long("attribute") => args.attribute = true,
+                Long("expanding") => args.expanding = true,
+                _ => return Err(arg.unexpected()),
             }
-            "--no-huge-pages" => args.huge_pages = false,
-            "--attribute" => args.attribute = true,
-            "--expanding" => args.expanding = true,
-            _ => return Err(format!("unknown argument {flag}")),
         }
-    }
-    Ok(args)
+        Ok(Some(args))
+    })
 }
 
 /// One insert that added a level.
@@ -98,12 +113,7 @@ struct Slow {
 const SLOW: Duration = Duration::from_micros(100);
 
 fn main() {
-    let args = parse_args().unwrap_or_else(|e| {
-        eprintln!(
-            "{e}\nusage: growth_latency [--items N] [--no-huge-pages] [--attribute] [--expanding]"
-        );
-        std::process::exit(2);
-    });
+    let args = parse_args();
     let mut filter = if args.expanding {
         Growing::Expanding(Box::new(
             ExpandingFilter::builder()

@@ -15,34 +15,51 @@
 //! filter holding the window's last ids. Plain timed loops, fixed keys: every run does the same
 //! work.
 
+mod common;
+
 use std::time::Instant;
 
 use atomic_cuckoo::CuckooFilter;
+use common::{Long, Short};
 
 const ABSENT: u64 = 1_000_000;
 /// Absent ids start here, far above every inserted one.
 const ABSENT_BASE: u64 = 1 << 40;
 
-fn parse_args() -> Result<(u64, u64, f64), String> {
-    let (mut live, mut ids, mut rate) = (500_000u64, 8_000_000u64, 0.01f64);
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let value = it.next().ok_or(format!("{flag} needs a value"))?;
-        let bad = || format!("bad {flag} {value}");
-        match flag.as_str() {
-            "--live" => live = value.parse().map_err(|_| bad())?,
-            "--ids" => ids = value.parse().map_err(|_| bad())?,
-            "--rate" => rate = value.parse().map_err(|_| bad())?,
-            _ => return Err(format!("unknown argument {flag}")),
+const USAGE: &str = "\
+Usage: sliding_window [--live N] [--ids N] [--rate P]
+
+Slides a window of live ids over a growing filter, then reports its memory, measured
+false-positive rate and absent lookups before and after release_empty_levels() and
+shrink_to_fit(), beside a static filter holding the same ids.
+
+Options:
+  --live N     ids in the window (default 500000; `_` may separate digits)
+  --ids N      ids slid through it, at least --live (default 8000000)
+  --rate P     target false-positive rate, between 0 and 1 (default 0.01)
+  -h, --help   print this and exit";
+
+fn parse_args() -> (u64, u64, f64) {
+    let (live, ids, rate) = common::parse(USAGE, |p| {
+        let (mut live, mut ids, mut rate) = (500_000u64, 8_000_000u64, 0.01f64);
+        while let Some(arg) = p.next()? {
+            match arg {
+                Short('h') | Long("help") => return Ok(None),
+                Long("live") => live = common::number(p.value()?, "--live")?,
+                Long("ids") => ids = common::number(p.value()?, "--ids")?,
+                Long("rate") => rate = common::number(p.value()?, "--rate")?,
+                _ => return Err(arg.unexpected()),
+            }
         }
-    }
+        Ok(Some((live, ids, rate)))
+    });
     if live == 0 || ids < live {
-        return Err("need 0 < --live <= --ids".into());
+        common::fail("need 0 < --live <= --ids");
     }
     if !(rate > 0.0 && rate < 1.0) {
-        return Err("need 0 < --rate < 1".into());
+        common::fail("need 0 < --rate < 1");
     }
-    Ok((live, ids, rate))
+    (live, ids, rate)
 }
 
 /// The share of absent ids found, and absent lookups per second (best of three passes).
@@ -75,10 +92,7 @@ fn report(what: &str, filter: &CuckooFilter) {
 }
 
 fn main() {
-    let (live, ids, rate) = parse_args().unwrap_or_else(|e| {
-        eprintln!("{e}");
-        std::process::exit(2);
-    });
+    let (live, ids, rate) = parse_args();
     let mut filter = CuckooFilter::builder()
         .capacity(1_000)
         .expansion(2)

@@ -16,7 +16,7 @@
 //! not fit a `u64`). A lane is named by its *position*, `part · 64 + shift`.
 //!
 //! Everything here is a pure function of its arguments; the loads and `fetch_xor`s on the
-//! table's atomics are `table::storage`'s.
+//! table's atomics are the table's (`table/mod.rs`), and its memory is `table::storage`'s.
 
 use crate::bucket_word::{WordLayout, MAX_BITS, MIN_BITS};
 use crate::semi_sorted;

@@ -105,10 +105,11 @@ impl GrowthPlan {
     /// `w_i / (w_i + … + w_{L-1})`, with `w_j = 1 / (j + 1)` and `L = max_levels`, of what the
     /// levels before it left of `P`, that is of `P` less their widths' expected rates. So the
     /// shares fall off slowly (a filter that does not know its final size needs about
-    /// `log2(log2 n)` bits more than a static one; weights falling as fast as `1 / (j + 1)^2`
-    /// cost a filter grown 1,000-fold 0.6 to 0.9 bits more per fingerprint at 1 % and 0.1 %), what the rounding up to whole bits
-    /// leaves unused is passed on to the next level, and the last possible level takes all that
-    /// is left: over any number of levels up to `L`, the expected rates sum to at most `P`.
+    /// `log2(log2 n)` bits more than a static one; weights that fall faster cost more bits per
+    /// fingerprint, see BENCHMARKS.md, "Constants chosen by measurement"), what the rounding up
+    /// to whole bits leaves unused is passed on to the next level, and the last possible level
+    /// takes all that is left: over any number of levels up to `L`, the expected rates sum to
+    /// at most `P`.
     ///
     /// `WidthRule::SplitRate`, the earlier budget: half of `P` split geometrically
     /// (`P / 2^(level + 2)`) and half evenly (`P / (2 L)`).
@@ -491,7 +492,8 @@ impl Levels {
                     .narrow(newest.mapper(), pair, key.fingerprint);
                 let (version, words) = table.begin_read(at);
                 // A branch per level, never taken for an absent item: issuing every level's
-                // loads before testing any measured slower (10.1 against 8.9 M/s at 1k → 1M).
+                // loads before testing any measured slower (BENCHMARKS.md, "Constants chosen by
+                // measurement").
                 if table.holds_fingerprint(words, at) {
                     return Lookup::Present;
                 }

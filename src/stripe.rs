@@ -1,9 +1,12 @@
 //! Versioned lock stripes: the writers' locks and the readers' validation.
 //!
-//! Bucket `b` belongs to stripe `b & (S - 1)`. A stripe's version word has bit 0 set while a
-//! writer holds it; every release adds 2, so a reader that sees the same even version before and
-//! after its reads knows that no writer touched the stripe's buckets in between (a seqlock, read
-//! the way Boehm's "Can seqlocks get along with programming language memory models?" shows).
+//! Bucket `b` belongs to stripe `(b >> g) & (S - 1)` for `S` stripes (a power of two) and runs
+//! of `2^g` consecutive buckets (`g = 0` for one bucket per word; a layout that packs several
+//! buckets in a word groups them, so that every word belongs to one stripe: see
+//! `StripeSet::grouped`). A stripe's version word has bit 0 set while a writer holds it; every
+//! release adds 2, so a reader that sees the same even version before and after its reads knows
+//! that no writer touched the stripe's buckets in between (a seqlock, read the way Boehm's "Can
+//! seqlocks get along with programming language memory models?" shows).
 //!
 //! A writer changes bucket data only while it holds the stripes of *both* buckets of the
 //! fingerprint it moves, inserts or removes. Every stripe also counts the items charged to it, so

@@ -771,6 +771,35 @@ impl RedisCuckooFilter {
         });
     }
 
+    /// Number of stored items (fingerprints): `CF.INFO`'s `Number of items inserted`. Exact
+    /// when no writer is running; while writers run, a sum taken at slightly different moments.
+    ///
+    /// ```
+    /// use atomic_cuckoo::redisbloom::RedisCuckooFilter;
+    ///
+    /// let f = RedisCuckooFilter::reserve(100)?;
+    /// f.insert("a").unwrap();
+    /// f.insert("a").unwrap();
+    /// assert_eq!(f.len(), 2);
+    /// # Ok::<(), atomic_cuckoo::redisbloom::ReserveError>(())
+    /// ```
+    pub fn len(&self) -> usize {
+        // Items fill slots of memory this process holds, so the count fits a `usize`.
+        usize::try_from(self.items()).unwrap_or(usize::MAX)
+    }
+
+    /// Whether [`len`](RedisCuckooFilter::len) is zero.
+    ///
+    /// ```
+    /// use atomic_cuckoo::redisbloom::RedisCuckooFilter;
+    ///
+    /// assert!(RedisCuckooFilter::reserve(100)?.is_empty());
+    /// # Ok::<(), atomic_cuckoo::redisbloom::ReserveError>(())
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.items() == 0
+    }
+
     /// `CF.INFO`.
     pub fn info(&self) -> RedisInfo {
         let live = self.live();
@@ -916,6 +945,48 @@ impl RefUnwindSafe for RedisCuckooFilter {}
 
 /// See the [`RefUnwindSafe`] implementation.
 impl UnwindSafe for RedisCuckooFilter {}
+
+impl Clone for RedisCuckooFilter {
+    /// A deep copy of one consistent state, taken like a dump (writers wait while it copies,
+    /// lookups do not): the same bytes, counters and settings, as `DUMP` and `RESTORE` would
+    /// give.
+    ///
+    /// # Panics
+    ///
+    /// If memory for the copy runs out.
+    ///
+    /// ```
+    /// use atomic_cuckoo::redisbloom::RedisCuckooFilter;
+    ///
+    /// let f = RedisCuckooFilter::reserve(100)?;
+    /// f.insert("a").unwrap();
+    /// let copy = f.clone();
+    /// f.insert("b").unwrap();
+    /// assert!(copy.contains("a") && copy.len() == 1);
+    /// let same = RedisCuckooFilter::reserve(100)?;
+    /// same.insert("a").unwrap();
+    /// assert_eq!(copy.scandump(), same.scandump()); // byte for byte
+    /// # Ok::<(), atomic_cuckoo::redisbloom::ReserveError>(())
+    /// ```
+    fn clone(&self) -> Self {
+        let (header, data) = self.snapshot();
+        let g = self.geometry;
+        let subs = data
+            .iter()
+            .enumerate()
+            .map(|(i, bytes)| {
+                let buckets = g.sub_buckets(i as u16).expect("a live sub-filter's shape");
+                SubFilter::from_bytes(buckets, g.bucket_size, bytes).unwrap_or_else(|e| {
+                    panic!(
+                        "RedisCuckooFilter::clone: {} bytes could not be allocated",
+                        e.bytes
+                    )
+                })
+            })
+            .collect();
+        Self::with_subs(g, self.max_expansions, subs, header.deletes)
+    }
+}
 
 impl fmt::Debug for RedisCuckooFilter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -10,14 +10,13 @@ use crate::hashing::ItemKey;
 use crate::sync::Ordering;
 
 /// Items per batch: enough independent loads in flight to cover the memory latency, few enough
-/// that the batch's state (about 3 KiB) stays in L1. Measured at 50M items on a 2-core EPYC:
-/// 8 items gave 1.6x the one-at-a-time rate, 16 gave 2.1x, 32 gave 2.5x, 64 gave 2.7x.
+/// that the batch's state (about 3 KiB) stays in L1 (measured in BENCHMARKS.md, "Constants
+/// chosen by measurement").
 pub(crate) const BATCH: usize = 64;
 
-/// How many items ahead `insert_many` prefetches buckets. Filling 50M items on a 2-core EPYC
-/// (M inserts/s, two passes): 8 gave 17.6 / 18.8, 12 gave 17.8 / 19.3, 16 gave 17.8 / 18.3,
-/// 24 gave 17.0 / 17.1; the batch's loads issued all before its first insert gave 12.5–14.1.
-/// Fewer than about 8 leave round trips uncovered; many more evict lines before their insert.
+/// How many items ahead `insert_many` prefetches buckets: fewer than about 8 leave round trips
+/// uncovered; many more evict lines before their insert (measured in BENCHMARKS.md, "Constants
+/// chosen by measurement").
 pub(crate) const PREFETCH_AHEAD: usize = 12;
 
 impl Table {

@@ -78,10 +78,9 @@ pub(crate) use write::{Multiset, NoRoom, PairState, Placed, Unique};
 pub(crate) struct Limits {
     /// Optimistic attempts of a lookup before it answers "maybe present".
     pub(crate) read_attempts: u32,
-    /// Buckets a path search may visit. 8192 rather than 2048: with four lanes a bucket, the
-    /// first failed insert of 10M- and 50M-item tables of 10-bit fingerprints came at loads of
-    /// 0.965-0.968 and 0.961-0.964 with 2048, and 0.971 and 0.968 with 8192 (a search that
-    /// finds nothing costs about four times as long, and only near a full table).
+    /// Buckets a path search may visit: 8192 rather than 2048 lets four-lane tables fill a
+    /// little further before the first failed insert, at the cost of a longer search only near
+    /// a full table (measured in BENCHMARKS.md, "Constants chosen by measurement").
     pub(crate) path_nodes: u32,
     /// Longest cuckoo path, in hops.
     pub(crate) path_depth: u32,

@@ -232,10 +232,11 @@ fn only_a_key_that_collides_completely_with_a_hot_key_is_refused() {
     assert!(filter.contains(&twin));
 }
 
-/// Informational: with an identity hasher, distinct small integers are all one item to the
-/// filter; a growing filter refuses the 11th distinct key with `ItemBucketsFull`.
+/// With an identity hasher, distinct small integers are all one item to the filter (one
+/// bucket pair, one fingerprint): a growing filter stores eight of them, its two buckets full,
+/// and refuses the ninth with `ItemBucketsFull` instead of growing for them.
 #[test]
-fn distinct_keys_with_an_identity_hasher() {
+fn distinct_keys_with_an_identity_hasher_are_one_hot_key() {
     let filter = CuckooFilter::builder()
         .capacity(1_000)
         .expansion(2)
@@ -246,9 +247,13 @@ fn distinct_keys_with_an_identity_hasher() {
         .build()
         .unwrap();
     let first_error = (0..1_000u64).find_map(|k| filter.insert(&k).err().map(|e| (k, e)));
-    println!(
-        "identity hasher: first error {first_error:?}, {} levels",
-        filter.levels()
+    assert_eq!(first_error, Some((8, InsertError::ItemBucketsFull)));
+    assert_eq!(filter.levels(), 1, "no level added for one hot key");
+    assert_eq!(filter.len(), 8);
+    assert_eq!(
+        filter.count(&999u64),
+        8,
+        "every small integer is a copy of the others"
     );
 }
 

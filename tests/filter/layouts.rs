@@ -304,10 +304,6 @@ fn clearly_above(hits: usize, probes: usize, p: f64) -> bool {
 /// At 1,000,000 items: the measured rate (4M absent probes) is at most the target, and the
 /// memory per item within the documented targets, for the default and the compact layout.
 #[test]
-#[ignore = "slow (run with --ignored --release), and fails: the lock stripes (16 bytes per \
-            128 buckets, 2048 stripes at 1M items) add 0.26 bits per item, which puts packed \
-            at 3 % (8.76) and compact at 3 %, 1 % and 0.01 % (7.70, 9.73, 17.08) over their \
-            targets"]
 fn memory_and_rate_at_the_targets_for_a_million_items() {
     let seed = common::fixed_seed("memory at targets", 0x1e6);
     let mut failures = Vec::new();

@@ -358,3 +358,45 @@ fn racing_insert_unique_stores_an_item_once() {
         assert_eq!(added, 1, "round {round}");
     }
 }
+
+#[test]
+fn a_clone_is_the_same_filter_byte_for_byte_and_independent() {
+    let f = RedisCuckooFilter::builder()
+        .capacity(64)
+        .bucket_size(2)
+        .expansion(2)
+        .build()
+        .unwrap();
+    for i in 0..500u32 {
+        f.insert(i.to_le_bytes()).unwrap();
+    }
+    for i in 0..50u32 {
+        assert!(f.remove(i.to_le_bytes()));
+    }
+    assert!(f.info().filters > 1, "grown: several sub-filters to copy");
+    let copy = f.clone();
+    assert_eq!(copy.scandump(), f.scandump());
+    assert_eq!(copy.info(), f.info());
+    assert_eq!(
+        copy.dump_payload(PORTABLE_RDB_VERSION),
+        f.dump_payload(PORTABLE_RDB_VERSION)
+    );
+    assert_eq!((copy.len(), f.len()), (450, 450));
+    for i in 50..500u32 {
+        assert!(f.remove(i.to_le_bytes()));
+    }
+    assert!(f.is_empty());
+    assert_eq!(copy.len(), 450);
+    assert!((50..500u32).all(|i| copy.contains(i.to_le_bytes())));
+}
+
+#[test]
+fn len_and_is_empty_follow_inserts_and_removes() {
+    let f = RedisCuckooFilter::reserve(100).unwrap();
+    assert!(f.is_empty() && f.len() == 0);
+    f.insert("a").unwrap();
+    f.insert("a").unwrap();
+    assert_eq!(f.len(), 2);
+    assert!(f.remove("a") && f.remove("a"));
+    assert!(f.is_empty());
+}
