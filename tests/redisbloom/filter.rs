@@ -393,7 +393,8 @@ fn a_clone_is_the_same_filter_byte_for_byte_and_independent() {
 #[test]
 fn len_and_is_empty_follow_inserts_and_removes() {
     let f = RedisCuckooFilter::reserve(100).unwrap();
-    assert!(f.is_empty() && f.len() == 0);
+    assert!(f.is_empty());
+    assert_eq!(f.len(), 0);
     f.insert("a").unwrap();
     f.insert("a").unwrap();
     assert_eq!(f.len(), 2);
