@@ -41,9 +41,10 @@ impl<T: Hash, S: BuildHasher> Extend<T> for ExpandingFilter<S> {
     /// ```
     /// let mut filter = atomic_cuckoo::ExpandingFilter::builder().capacity(10).build()?;
     /// filter.extend(0..1_000u32);
-    /// filter.extend(std::iter::repeat_n(5u64, 100));
     /// assert!(filter.doublings() > 0 && filter.contains(&999u32));
-    /// assert_eq!(filter.len(), 1_001);
+    /// let before = filter.len();
+    /// filter.extend(std::iter::repeat_n("hot", 100)); // stored once (or not, if it matched)
+    /// assert!(filter.len() <= before + 1 && filter.contains("hot"));
     /// # Ok::<(), atomic_cuckoo::BuildError>(())
     /// ```
     fn extend<I: IntoIterator<Item = T>>(&mut self, items: I) {
