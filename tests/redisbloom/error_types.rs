@@ -78,3 +78,29 @@ fn load_errors_that_redis_also_reports_start_with_its_text() {
         );
     }
 }
+
+/// The `redis` re-exported by the crate is the one its bridge takes connections of: a program
+/// whose own `redis` is another version makes its connections with this one.
+#[cfg(feature = "redis")]
+#[test]
+fn the_reexported_redis_is_the_one_the_bridge_takes() {
+    use atomic_cuckoo::redis;
+    use atomic_cuckoo::redisbloom::{BridgeError, ExportMode, ExportSummary, RedisCuckooFilter};
+
+    // Compiles only if `redis::Connection` here is the bridge's `ConnectionLike`.
+    let export: fn(
+        &RedisCuckooFilter,
+        &mut redis::Connection,
+    ) -> Result<ExportSummary, BridgeError> =
+        |filter, conn| filter.export_to(conn, "key", ExportMode::Restore { replace: false });
+    let _ = export;
+    // Nothing listens on port 1: the client of the re-exported crate says so with its own error.
+    let refused = match redis::Client::open("redis://127.0.0.1:1/")
+        .expect("a valid URL")
+        .get_connection()
+    {
+        Ok(_) => panic!("nothing listens on port 1"),
+        Err(e) => e,
+    };
+    assert!(refused.is_connection_refusal(), "{refused}");
+}
