@@ -164,3 +164,17 @@ fn an_expanding_filter_serializes_as_its_snapshot_and_comes_back_validated() {
         <ExpandingFilter>::deserialize(BytesDeserializer::<Error>::new(&corrupt)).unwrap_err();
     assert!(err.to_string().contains("checksum"), "{err}");
 }
+
+#[test]
+fn a_set_serializes_as_its_filters_snapshot_and_back() {
+    use atomic_cuckoo::CuckooSet;
+
+    let set: CuckooSet<u64> = (0..1_000u64).collect();
+    let bytes = serialize_to_bytes(&set).unwrap();
+    assert_eq!(bytes, set.as_filter().to_bytes());
+    let back = CuckooSet::<u64>::deserialize(BytesDeserializer::<Error>::new(&bytes)).unwrap();
+    assert!((0..1_000u64).all(|i| back.contains(&i)));
+    let mut damaged = bytes.clone();
+    damaged[40] ^= 1;
+    assert!(CuckooSet::<u64>::deserialize(BytesDeserializer::<Error>::new(&damaged)).is_err());
+}
