@@ -140,12 +140,14 @@ impl fmt::Display for BuildError {
             BuildError::InvalidFalsePositiveRate { rate } => {
                 write!(
                     f,
-                    "false-positive rate {rate} is not strictly between 0 and 1"
+                    "false-positive rate {} is not strictly between 0 and 1",
+                    ShortRate(rate)
                 )
             }
             BuildError::UnreachableFalsePositiveRate { rate } => write!(
                 f,
-                "false-positive rate {rate} is below what 32-bit fingerprints can reach"
+                "false-positive rate {} is below what 32-bit fingerprints can reach",
+                ShortRate(rate)
             ),
             BuildError::InvalidFingerprintBits { bits } => {
                 write!(f, "fingerprint width {bits} is outside 4..=32 bits")
@@ -164,6 +166,22 @@ impl fmt::Display for BuildError {
 }
 
 impl std::error::Error for BuildError {}
+
+/// A rate as a message shows it: as written from 0.0001 up to a million (`0.01`, `1.5`), in
+/// scientific notation further out (`1e-300`, `1e300`), where `{}` would print hundreds of
+/// digits.
+pub(crate) struct ShortRate(pub(crate) f64);
+
+impl fmt::Display for ShortRate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let magnitude = self.0.abs();
+        if magnitude == 0.0 || !magnitude.is_finite() || (1e-4..1e6).contains(&magnitude) {
+            write!(f, "{}", self.0)
+        } else {
+            write!(f, "{:e}", self.0)
+        }
+    }
+}
 
 /// Why [`CuckooFilter::insert_many`](crate::CuckooFilter::insert_many) stopped: the item at
 /// `index` could not be inserted. The items before it are in the filter; it and the ones after
