@@ -389,28 +389,44 @@ fn restoring_with_another_hasher_is_refused() {
     assert!(same.contains("k"));
 }
 
+/// A snapshot of the other filter type is recognised by its magic bytes and refused with an
+/// error that names the type that wrote it and the functions that restore it.
 #[test]
-fn a_cuckoo_filter_snapshot_is_refused_and_the_other_way_round() {
+fn a_snapshot_of_the_other_filter_type_is_refused_naming_both() {
     let cuckoo = CuckooFilter::with_capacity(100);
     cuckoo.insert(&1u64).unwrap();
-    let bytes = cuckoo.to_bytes();
-    assert!(matches!(
-        ExpandingFilter::from_bytes(&bytes),
-        Err(PersistError::BadMagic)
-    ));
-    assert!(matches!(
-        ExpandingFilter::read_from(&bytes[..]),
-        Err(PersistError::BadMagic)
-    ));
+    let cuckoo = cuckoo.to_bytes();
     let expanding = small().0.to_bytes();
-    assert!(matches!(
-        CuckooFilter::from_bytes(&expanding),
-        Err(PersistError::BadMagic)
-    ));
-    assert!(matches!(
-        CuckooFilter::read_from(&expanding[..]),
-        Err(PersistError::BadMagic)
-    ));
+    let cases = [
+        ("CuckooFilter", ExpandingFilter::from_bytes(&cuckoo).err()),
+        (
+            "CuckooFilter",
+            ExpandingFilter::read_from(&cuckoo[..]).err(),
+        ),
+        (
+            "ExpandingFilter",
+            CuckooFilter::from_bytes(&expanding).err(),
+        ),
+        (
+            "ExpandingFilter",
+            CuckooFilter::read_from(&expanding[..]).err(),
+        ),
+    ];
+    for (written_by, error) in cases {
+        let error = error.expect("refused");
+        let message = error.to_string();
+        println!("{message}");
+        assert!(
+            message.contains(&format!("{written_by} snapshot"))
+                && message.contains(&format!("{written_by}::from_bytes"))
+                && message.contains(&format!("{written_by}::read_from")),
+            "{message:?}"
+        );
+        assert!(
+            matches!(error, PersistError::OtherFilterType { written_by: w, .. } if w == written_by),
+            "{error:?}"
+        );
+    }
 }
 
 /// Headers claiming tables of petabytes behind a few hundred bytes: `from_bytes` refuses them
