@@ -15,7 +15,12 @@ pub(crate) const EFFICIENT_WIDTHS: [u32; 11] = [4, 5, 6, 7, 8, 9, 10, 12, 16, 21
 ///
 /// One-word layouts keep their earlier sizing (their snapshots promise those capacities). 4-bit
 /// fingerprints get more headroom: with only 15 distinct values, a bucket's fingerprints can
-/// move to just 15 other buckets.
+/// move to just 15 other buckets. In four-lane buckets that headroom is not enough for a
+/// promise: now and then a few buckets fill with items that have nowhere else to go, at loads
+/// from 57 % up, more often in larger tables (5 in 20,000 item sets of 20,000 items, 4 in 100
+/// of a million), and a larger search or a lower load hardly changes it (a search of 64K
+/// buckets, 16 deep, failed on the same items). So 4 bits are sized for their typical load,
+/// and `InsertError::Full` documents that they may fall short of it.
 pub(crate) fn sizing_load(layout: &BucketLayout) -> f64 {
     match (layout.kind(), layout.slots()) {
         (LayoutKind::OneWord, 16) => 0.90,
@@ -27,16 +32,18 @@ pub(crate) fn sizing_load(layout: &BucketLayout) -> f64 {
         // Four lanes, by width. The first failed insert comes at a lower load in a larger
         // table (more inserts, more chances of one unlucky search): with 10-bit fingerprints
         // at 0.969-0.977 with 100,000 and 1M items, 0.971 with 10M and 0.968 with 50M; with
-        // 8 bits at 0.959-0.971 (1M), 0.960-0.965 (10M), 0.959 (50M). 5 to 7 bits first failed
-        // at 0.919, 0.929 and 0.949 at the lowest; 4 bits at 0.874-0.881 with a million items
-        // but 0.79-0.86 with 40,000 (packed and semi-sorted alike: the search is the same).
-        // The sizing load sits under the lowest first failure of the largest tables by about
-        // its spread; `buckets_for`'s spare buckets (0.4 % at a million items) add the larger
-        // spread of small tables. Narrow fingerprints have few distinct values, so a bucket's
-        // fingerprints can move to few other buckets.
+        // 8 bits at 0.959-0.971 (1M), 0.960-0.965 (10M), 0.959 (50M). With 1M and 4M items
+        // (100 and 12 tables), 5 bits first failed at 0.902 once and otherwise from 0.909; 6
+        // and 7 bits (40 and 20 tables at 1M, 8 at 4M) from 0.927 and 0.949. 4 bits: a median
+        // of 0.88 at 1M, and 4 tables in 100 from 0.60 to 0.74 (see above); packed and
+        // semi-sorted alike, the search being the same. The sizing load sits under the lowest
+        // first failure of the largest tables by about its spread; `buckets_for`'s spare
+        // buckets (0.4 % at a million items) add the larger spread of small tables. Narrow
+        // fingerprints have few distinct values, so a bucket's fingerprints can move to few
+        // other buckets.
         (_, _) => match layout.bits() {
             4 => 0.76,
-            5 => 0.905,
+            5 => 0.89,
             6 => 0.915,
             7 => 0.935,
             8 => 0.95,

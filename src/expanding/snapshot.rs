@@ -20,12 +20,15 @@ use super::table::{words_for, Table, LANES};
 use super::{ExpandingFilter, Parts};
 use crate::hasher::DefaultHashBuilder;
 use crate::nested_freeze::nested_save;
-use crate::persist::{hasher_check, Allocation, PersistError, WordReader, WordWriter};
+use crate::persist::{
+    hasher_check, longer_than_expected, wrong_magic, Allocation, PersistError, WordReader,
+    WordWriter, EXPANDING_MAGIC,
+};
 use crate::sync::Ordering;
 use crate::table::BucketWords;
 
 /// First 8 bytes of every `ExpandingFilter` snapshot (a `CuckooFilter` one starts `ATCUCKOO`).
-const MAGIC: [u8; 8] = *b"ATCUXPND";
+const MAGIC: [u8; 8] = EXPANDING_MAGIC;
 /// Format version written and read by this build.
 const VERSION: u16 = 1;
 /// Words in the header.
@@ -73,7 +76,7 @@ impl Header {
     /// ones the builder could have chosen, and a table whose size fits in memory arithmetic.
     fn decode(w: &[u64; HEADER_WORDS]) -> Result<Self, PersistError> {
         if w[0].to_le_bytes() != MAGIC {
-            return Err(PersistError::BadMagic);
+            return Err(wrong_magic(w[0], "ExpandingFilter"));
         }
         let version = w[1] as u16;
         if version != VERSION {
@@ -457,8 +460,10 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// # Errors
     ///
     /// A [`PersistError`] saying what is wrong: [`Io`](PersistError::Io) from `reader`,
-    /// [`Truncated`](PersistError::Truncated), [`BadMagic`](PersistError::BadMagic) (a
-    /// `CuckooFilter` snapshot among others), [`UnsupportedVersion`](PersistError::UnsupportedVersion),
+    /// [`Truncated`](PersistError::Truncated),
+    /// [`OtherFilterType`](PersistError::OtherFilterType) (a `CuckooFilter` snapshot),
+    /// [`BadMagic`](PersistError::BadMagic) (no snapshot at all),
+    /// [`UnsupportedVersion`](PersistError::UnsupportedVersion),
     /// an invalid parameter or count, [`ChecksumMismatch`](PersistError::ChecksumMismatch),
     /// [`HasherMismatch`](PersistError::HasherMismatch) or
     /// [`AllocationFailed`](PersistError::AllocationFailed).
@@ -484,7 +489,9 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// # Errors
     ///
     /// As [`read_from_with_hasher`](ExpandingFilter::read_from_with_hasher), and
-    /// [`TrailingBytes`](PersistError::TrailingBytes) when `bytes` goes on after the snapshot.
+    /// [`TrailingBytes`](PersistError::TrailingBytes) when `bytes` goes on after the snapshot
+    /// (a header that gives a shorter length than the bytes hold fails the checksum instead:
+    /// [`ChecksumMismatch`](PersistError::ChecksumMismatch)).
     ///
     /// ```
     /// use atomic_cuckoo::{DefaultHashBuilder, ExpandingFilter};
@@ -499,9 +506,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
         let expected = expected_len(bytes)?;
         match bytes.len().cmp(&expected) {
             std::cmp::Ordering::Less => Err(PersistError::Truncated),
-            std::cmp::Ordering::Greater => Err(PersistError::TrailingBytes {
-                extra: bytes.len() - expected,
-            }),
+            std::cmp::Ordering::Greater => Err(longer_than_expected(bytes, expected)),
             // Every segment's words are known to be there: allocate each one once.
             std::cmp::Ordering::Equal => {
                 Self::read_snapshot(WordReader::new(bytes, Allocation::Upfront), hasher)
@@ -641,8 +646,11 @@ impl ExpandingFilter {
     ///     ExpandingFilter::read_from(&bytes[..bytes.len() - 1]),
     ///     Err(PersistError::Truncated)
     /// ));
-    /// // The formats are told apart by their magic bytes.
-    /// assert!(matches!(CuckooFilter::read_from(&bytes[..]), Err(PersistError::BadMagic)));
+    /// // The formats are told apart by their magic bytes: the error names the right type.
+    /// assert!(matches!(
+    ///     CuckooFilter::read_from(&bytes[..]),
+    ///     Err(PersistError::OtherFilterType { written_by: "ExpandingFilter", .. })
+    /// ));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn read_from<R: Read>(reader: R) -> Result<Self, PersistError> {

@@ -86,7 +86,7 @@ impl Header {
     /// could have made.
     pub(crate) fn decode(w: &[u64; HEADER_WORDS]) -> Result<Self, PersistError> {
         if w[0].to_le_bytes() != MAGIC {
-            return Err(PersistError::BadMagic);
+            return Err(super::wrong_magic(w[0], "CuckooFilter"));
         }
         let version = w[1] as u16;
         if !(OLDEST_VERSION..=VERSION).contains(&version) {

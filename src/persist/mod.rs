@@ -16,7 +16,7 @@ use std::io::{self, Read, Write};
 
 use crate::filter::CuckooFilter;
 use crate::hasher::DefaultHashBuilder;
-use crate::levels::Levels;
+use crate::levels::{GrowthPlan, Levels};
 use crate::nested_freeze::nested_save;
 use crate::sync::{AtomicU64, Ordering};
 use crate::table::{BucketWords, Limits, Table, TableShape};
@@ -43,8 +43,18 @@ pub enum PersistError {
         /// Bytes after the end of the snapshot.
         extra: usize,
     },
-    /// The input does not start with this format's magic bytes.
+    /// The input does not start with this format's magic bytes, nor with another filter
+    /// type's: it is not a snapshot.
     BadMagic,
+    /// The input is a snapshot of another filter type: a `CuckooFilter` snapshot given to
+    /// `ExpandingFilter`'s restore functions, or the reverse (told apart by their magic bytes).
+    /// Restore it with `written_by`'s `from_bytes` or `read_from`.
+    OtherFilterType {
+        /// The type whose snapshot it is: `"CuckooFilter"` or `"ExpandingFilter"`.
+        written_by: &'static str,
+        /// The type asked to restore it.
+        restored_as: &'static str,
+    },
     /// The snapshot has a format version this build does not read.
     UnsupportedVersion {
         /// The version in the snapshot.
@@ -93,12 +103,22 @@ impl fmt::Display for PersistError {
             PersistError::TrailingBytes { extra } => {
                 write!(f, "{extra} unexpected bytes after the snapshot")
             }
-            PersistError::BadMagic => f.write_str("not an atomic-cuckoo snapshot (bad magic)"),
+            PersistError::BadMagic => f.write_str(
+                "not an atomic-cuckoo snapshot: it does not start with a snapshot's magic bytes",
+            ),
+            PersistError::OtherFilterType {
+                written_by,
+                restored_as,
+            } => write!(
+                f,
+                "the input is a {written_by} snapshot, which {restored_as} cannot restore: restore \
+                 it with {written_by}::from_bytes or {written_by}::read_from"
+            ),
             PersistError::UnsupportedVersion { version } => {
                 write!(f, "unsupported snapshot format version {version}")
             }
             PersistError::InvalidParameter { field } => {
-                write!(f, "invalid snapshot parameter: {field}")
+                write!(f, "corrupt snapshot: invalid {field}")
             }
             PersistError::CountMismatch {
                 what,
@@ -110,7 +130,8 @@ impl fmt::Display for PersistError {
             ),
             PersistError::ChecksumMismatch { stored, computed } => write!(
                 f,
-                "snapshot checksum mismatch (stored {stored:#018x}, computed {computed:#018x})"
+                "corrupt snapshot: checksum mismatch (stored {stored:#018x}, computed \
+                 {computed:#018x})"
             ),
             PersistError::HasherMismatch => {
                 f.write_str("the snapshot was made with a different hasher or seed")
@@ -141,6 +162,52 @@ impl From<io::Error> for PersistError {
         } else {
             PersistError::Io(e)
         }
+    }
+}
+
+/// First 8 bytes of every `ExpandingFilter` snapshot (its format is in
+/// `crate::expanding::snapshot`); kept here beside `CuckooFilter`'s, so each format can name
+/// the other's snapshots.
+pub(crate) const EXPANDING_MAGIC: [u8; 8] = *b"ATCUXPND";
+
+/// The filter types with a snapshot format, by their magic bytes.
+const SNAPSHOT_TYPES: [(&str, [u8; 8]); 2] = [
+    ("CuckooFilter", format::MAGIC),
+    ("ExpandingFilter", EXPANDING_MAGIC),
+];
+
+/// The error for an input whose first word is not `restored_as`'s magic: the other filter
+/// type's snapshot, or no snapshot at all.
+pub(crate) fn wrong_magic(first: u64, restored_as: &'static str) -> PersistError {
+    match SNAPSHOT_TYPES
+        .iter()
+        .find(|&&(name, magic)| name != restored_as && first.to_le_bytes() == magic)
+    {
+        Some(&(written_by, _)) => PersistError::OtherFilterType {
+            written_by,
+            restored_as,
+        },
+        None => PersistError::BadMagic,
+    }
+}
+
+/// The error for `bytes` longer than the snapshot its headers describe (`expected` bytes):
+/// bytes after the snapshot when the snapshot's own checksum (its last 8 bytes) is right,
+/// else a corrupt header that gave the wrong length. Only called on that error path, so the
+/// extra pass over the bytes costs nothing on a good restore.
+pub(crate) fn longer_than_expected(bytes: &[u8], expected: usize) -> PersistError {
+    debug_assert!(expected >= 8 && expected.is_multiple_of(8) && bytes.len() > expected);
+    let (content, trailer) = bytes[..expected].split_at(expected - 8);
+    let mut checksum = Checksum::new();
+    checksum.add_bytes(content);
+    let computed = checksum.value();
+    let stored = u64::from_le_bytes(trailer.try_into().expect("8 bytes"));
+    if stored == computed {
+        PersistError::TrailingBytes {
+            extra: bytes.len() - expected,
+        }
+    } else {
+        PersistError::ChecksumMismatch { stored, computed }
     }
 }
 
@@ -254,7 +321,9 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// # Errors
     ///
     /// A [`PersistError`] saying what is wrong: [`Io`](PersistError::Io) from `reader`,
-    /// [`Truncated`](PersistError::Truncated), [`BadMagic`](PersistError::BadMagic),
+    /// [`Truncated`](PersistError::Truncated),
+    /// [`OtherFilterType`](PersistError::OtherFilterType) (an `ExpandingFilter` snapshot),
+    /// [`BadMagic`](PersistError::BadMagic) (no snapshot at all),
     /// [`UnsupportedVersion`](PersistError::UnsupportedVersion), an invalid parameter or count,
     /// [`ChecksumMismatch`](PersistError::ChecksumMismatch),
     /// [`HasherMismatch`](PersistError::HasherMismatch) when `hasher` is not the one the
@@ -273,23 +342,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
         for i in 0..header.levels {
             let level =
                 LevelHeader::decode(&input.array::<LEVEL_HEADER_WORDS>()?, header.plan.layout)?;
-            // Levels nest (see `hashing`): each one's shape follows from the plan, and only
-            // that shape interprets its fingerprints correctly. A level above only empty ones
-            // may have been narrowed (`shrink_to_fit`), to a width down to the first level's.
-            let narrowed =
-                |s: &TableShape| i > 0 && total == 0 && (s.base_bits..s.bits).contains(&level.bits);
-            let shape = header
-                .plan
-                .level_shape(i)
-                .ok()
-                .filter(|s| s.buckets == level.buckets && (s.bits == level.bits || narrowed(s)))
-                .map(|s| TableShape {
-                    bits: level.bits,
-                    ..s
-                })
-                .ok_or(PersistError::InvalidParameter {
-                    field: "level shape (not the plan's)",
-                })?;
+            let shape = planned_shape(&header.plan, i, &level, total == 0)?;
             tables.push(input.table(level, shape)?);
             total += level.items;
         }
@@ -313,14 +366,14 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// # Errors
     ///
     /// As [`read_from_with_hasher`](CuckooFilter::read_from_with_hasher), and
-    /// [`TrailingBytes`](PersistError::TrailingBytes) when `bytes` goes on after the snapshot.
+    /// [`TrailingBytes`](PersistError::TrailingBytes) when `bytes` goes on after the snapshot
+    /// (a header that gives a shorter length than the bytes hold fails the checksum instead:
+    /// [`ChecksumMismatch`](PersistError::ChecksumMismatch)).
     pub fn from_bytes_with_hasher(bytes: &[u8], hasher: S) -> Result<Self, PersistError> {
         let expected = expected_len(bytes)?;
         match bytes.len().cmp(&expected) {
             std::cmp::Ordering::Less => Err(PersistError::Truncated),
-            std::cmp::Ordering::Greater => Err(PersistError::TrailingBytes {
-                extra: bytes.len() - expected,
-            }),
+            std::cmp::Ordering::Greater => Err(longer_than_expected(bytes, expected)),
             // Every level's words are known to be there: allocate each table once.
             std::cmp::Ordering::Equal => {
                 Self::read_snapshot(WordReader::new(bytes, Allocation::Upfront), hasher)
@@ -395,8 +448,35 @@ impl CuckooFilter {
     }
 }
 
+/// The shape of level `i` of `plan`, when `level`'s header agrees with it.
+///
+/// Levels nest (see `hashing`): each one's shape follows from the plan, and only that shape
+/// interprets its fingerprints correctly. A level above only empty ones (`empty_below`) may
+/// have been narrowed (`shrink_to_fit`), to a width down to the first level's.
+fn planned_shape(
+    plan: &GrowthPlan,
+    i: u32,
+    level: &LevelHeader,
+    empty_below: bool,
+) -> Result<TableShape, PersistError> {
+    let narrowed =
+        |s: &TableShape| i > 0 && empty_below && (s.base_bits..s.bits).contains(&level.bits);
+    plan.level_shape(i)
+        .ok()
+        .filter(|s| s.buckets == level.buckets && (s.bits == level.bits || narrowed(s)))
+        .map(|s| TableShape {
+            bits: level.bits,
+            ..s
+        })
+        .ok_or(PersistError::InvalidParameter {
+            field: "level shape (not the plan's)",
+        })
+}
+
 /// The length of the snapshot that `bytes` starts with, from its headers alone (nothing is
-/// allocated, nothing beyond the headers is read).
+/// allocated, nothing beyond the headers is read). Each level header is checked against the
+/// plan as `read_snapshot` checks it, so a corrupt bucket count or width is reported as such,
+/// not as a length that the input then misses or exceeds.
 fn expected_len(bytes: &[u8]) -> Result<usize, PersistError> {
     let word_at = |i: usize| -> Result<u64, PersistError> {
         let at = i.checked_mul(8).ok_or(PersistError::Truncated)?;
@@ -408,13 +488,15 @@ fn expected_len(bytes: &[u8]) -> Result<usize, PersistError> {
         *w = word_at(i)?;
     }
     let header = Header::decode(&header)?;
-    let mut at = HEADER_WORDS;
-    for _ in 0..header.levels {
+    let (mut at, mut total) = (HEADER_WORDS, 0u64);
+    for i in 0..header.levels {
         let mut level = [0u64; LEVEL_HEADER_WORDS];
-        for (i, w) in level.iter_mut().enumerate() {
-            *w = word_at(at + i)?;
+        for (j, w) in level.iter_mut().enumerate() {
+            *w = word_at(at + j)?;
         }
         let level = LevelHeader::decode(&level, header.plan.layout)?;
+        planned_shape(&header.plan, i, &level, total == 0)?;
+        total = total.saturating_add(level.items);
         at += LEVEL_HEADER_WORDS + level.words;
     }
     Ok(8 * (at + 1))

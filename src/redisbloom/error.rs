@@ -322,6 +322,15 @@ pub enum LoadError {
         /// Its length.
         len: usize,
     },
+    /// The payload ends inside its 10-byte footer (RDB version, then CRC-64): its last
+    /// `missing` bytes are gone. Recognised by the end-of-value marker and a valid RDB
+    /// version found `missing` bytes before their place, followed by what is left of the CRC.
+    PayloadTruncated {
+        /// Its length.
+        len: usize,
+        /// Bytes missing from its end (1 to 8).
+        missing: usize,
+    },
     /// The payload's RDB version is outside `9..=12` (Redis 5.0 to 8.x).
     RdbVersion {
         /// The footer's version.
@@ -493,6 +502,16 @@ impl fmt::Display for LoadError {
             LoadError::PayloadTooShort { len } => write!(
                 f,
                 "DUMP payload of {len} bytes is shorter than its 10-byte footer"
+            ),
+            LoadError::PayloadTruncated { len, missing: 1 } => write!(
+                f,
+                "DUMP payload of {len} bytes is truncated: the last byte of its footer \
+                 (RDB version and CRC-64) is missing"
+            ),
+            LoadError::PayloadTruncated { len, missing } => write!(
+                f,
+                "DUMP payload of {len} bytes is truncated: the last {missing} bytes of its \
+                 footer (RDB version and CRC-64) are missing"
             ),
             LoadError::RdbVersion { version } => {
                 write!(f, "DUMP payload RDB version {version} is outside 9..=12")

@@ -121,7 +121,8 @@ pub(crate) fn set_version(payload: &mut [u8], rdb_version: u16) {
 
 /// Reads a `DUMP` payload of a cuckoo filter.
 ///
-/// Checks, in order: the footer (RDB version in `9..=12`, then the CRC), the value type and
+/// Checks, in order: the footer (RDB version in `9..=12`, then the CRC; a footer cut short is
+/// [`LoadError::PayloadTruncated`]), the value type and
 /// module type id, the encoding version, the header fields (each 16-bit field must fit, then
 /// everything [`Header::validate`] checks), each sub-filter's bucket count against the
 /// geometry and its length against its bucket count (before decompressing it), the end
@@ -167,7 +168,13 @@ fn check_footer(payload: &[u8]) -> Result<&[u8], LoadError> {
     let (body, footer) = payload.split_at(body_len);
     let version = u16::from_le_bytes([footer[0], footer[1]]);
     if !(MIN_RDB_VERSION..=MAX_RDB_VERSION).contains(&version) {
-        return Err(LoadError::RdbVersion { version });
+        return Err(match footer_cut_short(payload) {
+            Some(missing) => LoadError::PayloadTruncated {
+                len: payload.len(),
+                missing,
+            },
+            None => LoadError::RdbVersion { version },
+        });
     }
     let stored = u64::from_le_bytes(footer[2..].try_into().expect("8 bytes"));
     let computed = crc64(0, &payload[..payload.len() - 8]);
@@ -175,6 +182,27 @@ fn check_footer(payload: &[u8]) -> Result<&[u8], LoadError> {
         return Err(LoadError::Checksum { stored, computed });
     }
     Ok(body)
+}
+
+/// How many bytes (1 to 8) are missing from the end of a payload whose footer is cut short,
+/// if it is: the end-of-value opcode and a valid RDB version sit that many bytes earlier than
+/// in a whole payload, followed by the CRC-64's first bytes (all that is left of it).
+///
+/// A payload one byte short shifts its footer: the RDB version is then read from the body's
+/// last byte and the version's low byte (9 reads as 2304), and the CRC from the rest.
+fn footer_cut_short(payload: &[u8]) -> Option<usize> {
+    (1..=8).find(|&missing| {
+        let Some(version_at) = (payload.len() + missing).checked_sub(FOOTER_LEN) else {
+            return false;
+        };
+        let crc_at = version_at + 2;
+        let version = u16::from_le_bytes([payload[version_at], payload[version_at + 1]]);
+        let crc = crc64(0, &payload[..crc_at]).to_le_bytes();
+        version_at > 0
+            && u64::from(payload[version_at - 1]) == OPCODE_EOF
+            && (MIN_RDB_VERSION..=MAX_RDB_VERSION).contains(&version)
+            && payload[crc_at..] == crc[..payload.len() - crc_at]
+    })
 }
 
 fn read_header(r: &mut Reader<'_>) -> Result<Header, LoadError> {

@@ -368,3 +368,47 @@ fn grown_filters_meet_their_target_rate() {
     }
     assert!(bad.is_empty(), "{bad:#?}");
 }
+
+/// Rates in error messages print in a short form: a rate far from 1 % in scientific notation
+/// (`1e-300`, not 300 zeros), an ordinary one as written.
+#[test]
+fn rates_in_error_messages_print_in_a_short_form() {
+    let tiny = Builder::default()
+        .false_positive_rate(1e-300)
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        tiny,
+        BuildError::UnreachableFalsePositiveRate { rate: 1e-300 }
+    );
+    let cases = [
+        (tiny, "1e-300"),
+        (
+            BuildError::InvalidFalsePositiveRate { rate: 1e300 },
+            "1e300",
+        ),
+        (
+            BuildError::InvalidFalsePositiveRate { rate: -2.5e-20 },
+            "-2.5e-20",
+        ),
+        (
+            BuildError::UnreachableFalsePositiveRate { rate: 1.5e-12 },
+            "1.5e-12",
+        ),
+        (BuildError::InvalidFalsePositiveRate { rate: 1.5 }, "1.5"),
+        (
+            BuildError::InvalidFalsePositiveRate { rate: f64::NAN },
+            "NaN",
+        ),
+        (
+            BuildError::InvalidFalsePositiveRate { rate: 0.0 },
+            "rate 0 ",
+        ),
+    ];
+    for (error, shown) in cases {
+        let message = error.to_string();
+        println!("{message}");
+        assert!(message.contains(shown), "{message:?} lacks {shown:?}");
+        assert!(message.len() < 80, "{message:?}");
+    }
+}

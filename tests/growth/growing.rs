@@ -498,3 +498,39 @@ fn shrink_to_fit_with_a_level_prepared_then_growth_finds_every_key() {
         filter.clear();
     }
 }
+
+/// A growing filter of a narrow width that promises its capacity (5 to 7 bits in every
+/// layout, 4 bits in one-word buckets) adds no level before its first level holds
+/// `capacity()` distinct items, for a few item sets each.
+#[test]
+fn a_narrow_growing_filter_adds_no_level_before_its_capacity() {
+    use atomic_cuckoo::Layout;
+    let seed = common::seed("narrow growing capacity");
+    let widths = [(4, Layout::OneWord)].into_iter().chain(
+        (5..=7).flat_map(|b| [Layout::Packed, Layout::Compact, Layout::OneWord].map(|l| (b, l))),
+    );
+    for (bits, layout) in widths {
+        for capacity in [64usize, 1_000] {
+            for set in 0..4u64 {
+                let filter = CuckooFilter::builder()
+                    .capacity(capacity)
+                    .fingerprint_bits(bits)
+                    .layout(layout)
+                    .expansion(2)
+                    .build()
+                    .unwrap();
+                let promised = filter.capacity();
+                let set_seed = seed ^ (capacity as u64) << 16 ^ u64::from(bits) << 8 ^ set;
+                for (i, key) in common::distinct_keys(set_seed, promised).iter().enumerate() {
+                    filter.insert(key).unwrap();
+                    assert_eq!(
+                        filter.levels(),
+                        1,
+                        "bits={bits} {layout:?} capacity({capacity}): a level added at insert \
+                         {i} of {promised} (item set {set_seed})"
+                    );
+                }
+            }
+        }
+    }
+}

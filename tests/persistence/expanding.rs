@@ -389,28 +389,44 @@ fn restoring_with_another_hasher_is_refused() {
     assert!(same.contains("k"));
 }
 
+/// A snapshot of the other filter type is recognised by its magic bytes and refused with an
+/// error that names the type that wrote it and the functions that restore it.
 #[test]
-fn a_cuckoo_filter_snapshot_is_refused_and_the_other_way_round() {
+fn a_snapshot_of_the_other_filter_type_is_refused_naming_both() {
     let cuckoo = CuckooFilter::with_capacity(100);
     cuckoo.insert(&1u64).unwrap();
-    let bytes = cuckoo.to_bytes();
-    assert!(matches!(
-        ExpandingFilter::from_bytes(&bytes),
-        Err(PersistError::BadMagic)
-    ));
-    assert!(matches!(
-        ExpandingFilter::read_from(&bytes[..]),
-        Err(PersistError::BadMagic)
-    ));
+    let cuckoo = cuckoo.to_bytes();
     let expanding = small().0.to_bytes();
-    assert!(matches!(
-        CuckooFilter::from_bytes(&expanding),
-        Err(PersistError::BadMagic)
-    ));
-    assert!(matches!(
-        CuckooFilter::read_from(&expanding[..]),
-        Err(PersistError::BadMagic)
-    ));
+    let cases = [
+        ("CuckooFilter", ExpandingFilter::from_bytes(&cuckoo).err()),
+        (
+            "CuckooFilter",
+            ExpandingFilter::read_from(&cuckoo[..]).err(),
+        ),
+        (
+            "ExpandingFilter",
+            CuckooFilter::from_bytes(&expanding).err(),
+        ),
+        (
+            "ExpandingFilter",
+            CuckooFilter::read_from(&expanding[..]).err(),
+        ),
+    ];
+    for (written_by, error) in cases {
+        let error = error.expect("refused");
+        let message = error.to_string();
+        println!("{message}");
+        assert!(
+            message.contains(&format!("{written_by} snapshot"))
+                && message.contains(&format!("{written_by}::from_bytes"))
+                && message.contains(&format!("{written_by}::read_from")),
+            "{message:?}"
+        );
+        assert!(
+            matches!(error, PersistError::OtherFilterType { written_by: w, .. } if w == written_by),
+            "{error:?}"
+        );
+    }
 }
 
 /// Headers claiming tables of petabytes behind a few hundred bytes: `from_bytes` refuses them
@@ -1213,5 +1229,37 @@ fn a_save_clone_or_clear_from_inside_a_save_of_the_same_filter_is_refused_not_a_
         filter.insert(&u64::MAX).unwrap();
         let restored = ExpandingFilter::from_bytes(&filter.to_bytes()).unwrap();
         assert!(restored.contains(&u64::MAX), "{what}");
+    }
+}
+
+/// Whatever single bit of the header is flipped, `from_bytes` of a snapshot of the right
+/// length never blames bytes after the snapshot: a shorter length read from a corrupt header
+/// (a smaller first table, fewer doublings) is checked against the checksum first.
+#[test]
+fn no_single_header_bit_flip_is_reported_as_trailing_bytes() {
+    // A lightly filled table, so that a smaller bucket count still holds its items, and one
+    // in the middle of a doubling.
+    for bytes in [
+        filled(2_000, 0.01, 200, 5).0.to_bytes(),
+        small().0.to_bytes(),
+    ] {
+        let mut checksum_errors = 0;
+        for byte in 0..HEADER_WORDS * 8 {
+            for bit in 0..8 {
+                let mut bad = bytes.clone();
+                bad[byte] ^= 1 << bit;
+                let error = ExpandingFilter::from_bytes(&bad).expect_err("a corrupt header");
+                assert!(
+                    !matches!(error, PersistError::TrailingBytes { .. }),
+                    "byte {byte} bit {bit}: {error}"
+                );
+                checksum_errors +=
+                    usize::from(matches!(error, PersistError::ChecksumMismatch { .. }));
+            }
+        }
+        println!(
+            "{} bytes: {checksum_errors} header flips reported as checksum mismatches",
+            bytes.len()
+        );
     }
 }

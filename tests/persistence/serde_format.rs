@@ -157,7 +157,7 @@ fn an_expanding_filter_serializes_as_its_snapshot_and_comes_back_validated() {
     // A CuckooFilter's snapshot is not an ExpandingFilter's, and a corrupt one is refused.
     let cuckoo = serialize_to_bytes(&CuckooFilter::with_capacity(10)).unwrap();
     let err = <ExpandingFilter>::deserialize(BytesDeserializer::<Error>::new(&cuckoo)).unwrap_err();
-    assert!(err.to_string().contains("magic"), "{err}");
+    assert!(err.to_string().contains("CuckooFilter snapshot"), "{err}");
     let mut corrupt = bytes.clone();
     *corrupt.last_mut().unwrap() ^= 1;
     let err =

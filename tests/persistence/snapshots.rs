@@ -275,10 +275,10 @@ fn specific_corruptions_get_specific_errors() {
     }
 }
 
-/// A header claiming a table of 2^32 buckets (32 GiB) behind a few bytes of data: rejected as
-/// truncated by from_bytes (it checks the length first), and by read_from because that is not
-/// the shape the plan gives the level (levels nest; the allocation bound of a stream whose
-/// shapes agree is tested in persistence_memory.rs).
+/// A header claiming a table of 2^32 buckets (32 GiB) behind a few bytes of data: rejected by
+/// from_bytes and read_from alike, before anything is allocated, because that is not the shape
+/// the plan gives the level (levels nest; the allocation bound of a stream whose shapes agree
+/// is tested in `tests/memory/restore_heap.rs`).
 #[test]
 fn a_header_claiming_a_huge_table_is_rejected() {
     let mut bytes = small_snapshot();
@@ -286,7 +286,7 @@ fn a_header_claiming_a_huge_table_is_rejected() {
     bytes[72..80].copy_from_slice(&(1u64 << 32).to_le_bytes());
     assert!(matches!(
         CuckooFilter::from_bytes(&bytes),
-        Err(PersistError::Truncated)
+        Err(PersistError::InvalidParameter { field }) if field.contains("shape")
     ));
     assert!(matches!(
         CuckooFilter::read_from(&bytes[..]),
@@ -854,5 +854,73 @@ fn a_version_2_header_with_nonzero_flags_is_refused() {
             "flags {flags}: {:?}",
             result.err()
         );
+    }
+}
+
+/// Byte offsets of every level header's bucket count in `bytes` (a genuine snapshot).
+fn level_bucket_count_offsets(bytes: &[u8]) -> Vec<usize> {
+    let snapshot = Snapshot::parse(bytes);
+    let mut at = 8; // header words
+    let mut offsets = Vec::new();
+    for level in &snapshot.levels {
+        offsets.push(8 * (at + 1));
+        at += 3 + level.words.len();
+    }
+    offsets
+}
+
+/// A flipped bit in a level header's bucket count changes the length the headers give: it is
+/// reported as a header that disagrees with the plan (the snapshot is corrupt), by
+/// `from_bytes` as by `read_from`, never as bytes after the snapshot or a truncated input.
+#[test]
+fn a_flipped_bit_in_a_level_bucket_count_is_reported_as_corruption() {
+    let bytes = small_snapshot();
+    let offsets = level_bucket_count_offsets(&bytes);
+    let mut shown = std::collections::BTreeSet::new();
+    for (level, &at) in offsets.iter().enumerate() {
+        for bit in 0..64 {
+            let mut bad = bytes.clone();
+            bad[at + bit / 8] ^= 1 << (bit % 8);
+            for (how, result) in [
+                ("from_bytes", CuckooFilter::from_bytes(&bad)),
+                ("read_from", CuckooFilter::read_from(&bad[..])),
+            ] {
+                let error = result.expect_err("a corrupt bucket count");
+                let message = error.to_string();
+                shown.insert(message.clone());
+                assert!(
+                    !message.contains("unexpected byte") && !message.contains("truncated"),
+                    "level {level} bit {bit} ({how}): {message:?}"
+                );
+                assert!(
+                    matches!(error, PersistError::InvalidParameter { .. }),
+                    "level {level} bit {bit} ({how}): {error:?}"
+                );
+            }
+        }
+    }
+    println!("{} levels, 64 bits each: {shown:#?}", offsets.len());
+}
+
+/// Whatever single bit of a header is flipped, `from_bytes` of a snapshot of the right length
+/// never blames bytes after the snapshot: a shorter length read from a corrupt header is
+/// checked against the checksum first.
+#[test]
+fn no_single_header_bit_flip_is_reported_as_trailing_bytes() {
+    let bytes = small_snapshot();
+    let mut header_bytes: Vec<usize> = (0..64).collect();
+    for at in level_bucket_count_offsets(&bytes) {
+        header_bytes.extend(at - 8..at + 16);
+    }
+    for &byte in &header_bytes {
+        for bit in 0..8 {
+            let mut bad = bytes.clone();
+            bad[byte] ^= 1 << bit;
+            let error = CuckooFilter::from_bytes(&bad).expect_err("a corrupt header");
+            assert!(
+                !matches!(error, PersistError::TrailingBytes { .. }),
+                "byte {byte} bit {bit}: {error}"
+            );
+        }
     }
 }

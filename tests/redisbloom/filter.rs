@@ -183,6 +183,41 @@ fn both_export_formats_round_trip() {
     }
 }
 
+/// A `DUMP` payload cut short inside its 10-byte footer (the RDB version and CRC-64) is
+/// reported as truncated, with the bytes missing, for every RDB version: not as an RDB
+/// version read from the shifted bytes.
+#[test]
+fn a_dump_payload_cut_short_in_its_footer_is_reported_as_truncated() {
+    let f = RedisCuckooFilter::reserve(100).unwrap();
+    for i in 0..40u32 {
+        f.insert(i.to_string()).unwrap();
+    }
+    for version in 9..=12 {
+        let payload = f.dump_payload(version);
+        for missing in 1..=8 {
+            let short = &payload[..payload.len() - missing];
+            let error = RedisCuckooFilter::from_dump_payload(short).unwrap_err();
+            let message = error.to_string();
+            if missing == 1 {
+                println!("version {version}, 1 byte short: {message}");
+            }
+            assert!(
+                message.contains("truncated") && !message.contains("is outside"),
+                "version {version}, {missing} short: {message:?}"
+            );
+            assert_eq!(
+                error,
+                LoadError::PayloadTruncated {
+                    len: short.len(),
+                    missing
+                },
+                "version {version}"
+            );
+        }
+        assert!(RedisCuckooFilter::from_dump_payload(&payload).is_ok());
+    }
+}
+
 #[test]
 fn an_empty_filter_dumps_nothing_and_cannot_be_imported_from_nothing() {
     let f = RedisCuckooFilter::reserve(100).unwrap();
