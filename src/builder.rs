@@ -156,7 +156,10 @@ impl<S> Builder<S> {
 
     /// Explicit fingerprint width, `4..=32` bits ([`BuildError::InvalidFingerprintBits`]
     /// otherwise); a bucket holds 4 fingerprints, bit-packed, so each costs its width. Takes
-    /// precedence over [`false_positive_rate`](Builder::false_positive_rate).
+    /// precedence over [`false_positive_rate`](Builder::false_positive_rate). With 4 bits in
+    /// the [`Packed`](Layout::Packed) and [`Compact`](Layout::Compact) layouts, a filter may
+    /// now and then fill before [`capacity`](CuckooFilter::capacity) items (see
+    /// [`InsertError::Full`](crate::InsertError::Full)); `OneWord` 4-bit filters take theirs.
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::builder().fingerprint_bits(8).build()?;

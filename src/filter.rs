@@ -177,7 +177,9 @@ impl<S> CuckooFilter<S> {
 
     /// Number of distinct items the filter holds without failing (or, when it grows, without
     /// adding a level), like `HashSet::capacity`: at least the capacity it was built for, and
-    /// `capacity() - len()` more items always fit.
+    /// `capacity() - len()` more distinct items always fit. One exception: 4-bit fingerprints
+    /// in the [`Packed`](Layout::Packed) and [`Compact`](Layout::Compact) layouts have too few
+    /// values for a promise, and now and then fail earlier (see [`InsertError::Full`]).
     ///
     /// A level is sized for its slots times the load its fingerprint width is built for
     /// (90–95 %). A growing filter inserts only into its newest level, so its capacity is the
