@@ -368,3 +368,11 @@ fn grown_filters_meet_their_target_rate() {
     }
     assert!(bad.is_empty(), "{bad:#?}");
 }
+
+#[test]
+fn debug_shows_whether_build_prefaults() {
+    let shown = format!("{:?}", Builder::default());
+    assert!(shown.contains("prefault: false"), "{shown}");
+    let shown = format!("{:?}", Builder::default().prefault(true));
+    assert!(shown.contains("prefault: true"), "{shown}");
+}
