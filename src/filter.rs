@@ -153,6 +153,12 @@ impl<S> CuckooFilter<S> {
         CuckooFilter { levels, hasher }
     }
 
+    /// How many pages of the first level's bucket words are resident now, of how many.
+    #[cfg(all(test, target_os = "linux", not(loom)))]
+    pub(crate) fn resident_pages(&self) -> (usize, usize) {
+        self.levels.level(0).resident_pages()
+    }
+
     /// Number of stored items (fingerprints). Exact when no writer is running; while writers
     /// run, a sum of per-stripe counters taken at slightly different moments.
     ///

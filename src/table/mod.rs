@@ -200,7 +200,8 @@ impl Table {
     }
 
     /// Backs every page of this new, empty table now, on this thread: a table built off the
-    /// insert path (level 0 at build, a level prepared ahead) then costs no insert a page fault.
+    /// insert path (level 0 at a prefaulting build, a level prepared ahead) then costs no insert
+    /// a page fault.
     pub(crate) fn fault_in(&mut self) {
         self.words.fault_in();
     }

@@ -1,14 +1,16 @@
 //! Memory for bucket words: one contiguous array of `AtomicU64`.
 //!
 //! A new level may be allocated by the insert that found the newest one full (when it was not
-//! prepared ahead, see `levels`), so allocating writes nothing. On Linux, tables of 16 KiB and
-//! more get a private anonymous mapping of their own, which the kernel hands out zeroed page by
-//! page on first touch: the zeroing and the page faults spread over the inserts that fill the
-//! table instead of stalling the one that added it (writing a 16 MiB level took that insert
-//! 2–22 ms). `fault_in` takes all the faults at once, for a table built off the insert path. A
-//! mapping of its own also keeps the allocator from reusing freed heap memory, which it would
-//! have to zero itself, and lets a released level give its pages back (`give_back`) while it
-//! stays readable. Smaller tables, and all tables elsewhere, come zeroed from the allocator.
+//! prepared ahead, see `levels`), and a filter may be built far larger than it will hold for long,
+//! so allocating writes nothing. On Linux, tables of 16 KiB and more get a private anonymous
+//! mapping of their own, which the kernel hands out zeroed page by page on first touch: the zeroing
+//! and the page faults spread over the inserts that fill the table instead of stalling the one that
+//! added it (writing a 16 MiB level took that insert 2–22 ms), and memory is taken only as the
+//! table fills. `fault_in` takes all the faults at once, for a table built off the insert path:
+//! level 0 when the builder is asked to prefault, a level prepared ahead. A mapping of its own also
+//! keeps the allocator from reusing freed heap memory, which it would have to zero itself, and lets
+//! a released level give its pages back (`give_back`) while it stays readable. Smaller tables, and
+//! all tables elsewhere, come zeroed from the allocator.
 //!
 //! Tables of 2 MiB and more also ask the kernel for transparent huge pages (Linux
 //! `madvise(MADV_HUGEPAGE)`, honoured when the system's THP mode is `madvise` or `always`): a

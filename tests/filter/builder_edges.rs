@@ -412,3 +412,11 @@ fn rates_in_error_messages_print_in_a_short_form() {
         assert!(message.len() < 80, "{message:?}");
     }
 }
+
+#[test]
+fn debug_shows_whether_build_prefaults() {
+    let shown = format!("{:?}", Builder::default());
+    assert!(shown.contains("prefault: false"), "{shown}");
+    let shown = format!("{:?}", Builder::default().prefault(true));
+    assert!(shown.contains("prefault: true"), "{shown}");
+}

@@ -1,6 +1,7 @@
 //! Large tables are backed by transparent huge pages where the kernel offers them (Linux, THP
-//! mode `madvise` or `always`); `huge_pages(false)` opts out. The test reads the process's
-//! huge-page total, which other tests' allocations would disturb: it runs alone.
+//! mode `madvise` or `always`), whether `build()` faults them in or the first inserts do;
+//! `huge_pages(false)` opts out. The tests read the process's huge-page total, which other
+//! tests' allocations would disturb: they run alone.
 
 use atomic_cuckoo::CuckooFilter;
 
@@ -31,12 +32,13 @@ fn large_tables_get_huge_pages_unless_opted_out() {
         println!("skipped: THP disabled on this system ({mode})");
         return;
     }
-    // About 80 MiB of 16-bit buckets.
+    // About 80 MiB of 16-bit buckets, made resident at build.
     let build = |huge| {
         CuckooFilter::builder()
             .capacity(40_000_000)
             .fingerprint_bits(16)
             .huge_pages(huge)
+            .prefault(true)
             .build()
             .unwrap()
     };
@@ -60,4 +62,43 @@ fn large_tables_get_huge_pages_unless_opted_out() {
         after_huge - after_plain
     );
     drop((plain, huge));
+}
+
+/// A table left to the inserts to fault in (the default) still gets huge pages: `build()`
+/// backs none, and a first fill of 200,000 items, which touches every 2 MiB of an 80 MiB
+/// table many times over, is backed by huge pages.
+#[test]
+fn a_lazily_backed_table_gets_huge_pages_as_inserts_touch_it() {
+    let _one = one_at_a_time();
+    let (Some(mode), Some(before)) = (thp_mode(), anon_huge_kib()) else {
+        println!("skipped: no transparent huge page support reported");
+        return;
+    };
+    if mode == "never" {
+        println!("skipped: THP disabled on this system ({mode})");
+        return;
+    }
+    let filter = CuckooFilter::builder()
+        .capacity(40_000_000)
+        .fingerprint_bits(16)
+        .build()
+        .unwrap();
+    let after_build = anon_huge_kib().unwrap();
+    filter.insert_many(0..200_000u64).unwrap();
+    let after_fill = anon_huge_kib().unwrap();
+    let table_kib = (filter.memory_usage() / 1024) as u64;
+    println!(
+        "THP mode {mode}: AnonHugePages {before} KiB -> {after_build} KiB (built) -> \
+         {after_fill} KiB (200,000 items), table {table_kib} KiB"
+    );
+    assert!(
+        after_build.saturating_sub(before) < table_kib / 4,
+        "build() backed {} KiB of a {table_kib} KiB table",
+        after_build.saturating_sub(before)
+    );
+    assert!(
+        after_fill.saturating_sub(after_build) >= table_kib / 2,
+        "only {} KiB of a {table_kib} KiB table on huge pages after the first inserts",
+        after_fill.saturating_sub(after_build)
+    );
 }

@@ -1,6 +1,7 @@
 //! The memory a filter keeps resident is the memory `memory_usage` reports: after `clear`,
 //! `shrink_to_fit`, a clone and a restore, the process's resident set grows by about that and no
-//! more. A growing filter prepares its next level ahead (a background thread allocates it and
+//! more. A new filter's table takes memory as items arrive (unless the builder prefaults it), as
+//! does an empty restored one. A growing filter prepares its next level ahead (a background thread allocates it and
 //! faults in its pages once the newest level is 90 % full); that level must not outlive a
 //! `clear` or a `shrink_to_fit` unseen.
 //!
@@ -159,4 +160,67 @@ fn restoring_an_empty_filter_keeps_its_buckets_off_the_resident_set() {
     );
     assert!(grown < SLACK / 2, "{grown} bytes resident");
     assert!(restored.is_empty() && !restored.contains(&1u64));
+}
+
+/// Bucket words of the filters built below: 24M items at 1 %, 29 MiB.
+const LARGE_CAPACITY: usize = 24_000_000;
+
+/// `build()` with the defaults (huge pages advised) writes none of the table: the kernel backs
+/// each page when an insert first touches it, so a generously sized filter costs its memory
+/// only as it fills, and building it takes no time proportional to its size.
+#[test]
+fn build_leaves_the_table_off_the_resident_set() {
+    let _one = one_at_a_time();
+    for huge_pages in [true, false] {
+        let base = common::resident();
+        let filter = CuckooFilter::builder()
+            .capacity(LARGE_CAPACITY)
+            .huge_pages(huge_pages)
+            .build()
+            .unwrap();
+        let grown = common::resident().saturating_sub(base);
+        println!(
+            "huge pages {huge_pages}: build() grew the resident set by {} KiB for {} MiB",
+            grown >> 10,
+            filter.memory_usage() / MIB
+        );
+        assert!(filter.memory_usage() > 28 * MIB);
+        assert!(
+            grown < SLACK / 2,
+            "huge pages {huge_pages}: {grown} bytes resident after build()"
+        );
+        // The first inserts take the memory they touch, and the table works as usual.
+        filter.insert_many(0..1_000_000u64).unwrap();
+        assert!((0..1_000_000u64).all(|k| filter.contains(&k)));
+    }
+}
+
+/// With `prefault(true)`, `build()` makes the whole table resident, on huge pages or not: the
+/// resident set grows by about the filter's `memory_usage`.
+#[test]
+fn prefault_makes_the_whole_table_resident_at_build() {
+    let _one = one_at_a_time();
+    for huge_pages in [true, false] {
+        let base = common::resident();
+        let filter = CuckooFilter::builder()
+            .capacity(LARGE_CAPACITY)
+            .huge_pages(huge_pages)
+            .prefault(true)
+            .build()
+            .unwrap();
+        let grown = common::resident().saturating_sub(base);
+        let counted = filter.memory_usage();
+        println!(
+            "huge pages {huge_pages}, prefault: build() grew the resident set by {} KiB, \
+             memory_usage {} KiB",
+            grown >> 10,
+            counted >> 10
+        );
+        assert!(
+            grown + SLACK / 2 >= counted,
+            "huge pages {huge_pages}: {} MiB resident after build(), memory_usage {} MiB",
+            grown / MIB,
+            counted / MIB
+        );
+    }
 }
