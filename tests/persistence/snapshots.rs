@@ -1138,3 +1138,46 @@ fn every_stored_old_snapshot_passes_the_new_length_checks() {
     }
     assert!(files >= 3, "the stored snapshots were found");
 }
+
+/// The target rate survives every way of copying a filter bit for bit (snapshots both ways,
+/// `Clone`, a `CuckooSet` over the restored filter), for odd rates too, and the stored
+/// snapshots of earlier versions report theirs (`None` for a fixed width).
+#[test]
+fn the_target_rate_survives_snapshots_bit_for_bit() {
+    for (rate, expansion) in [
+        (0.012_345_678_9, 0),
+        (1e-6, 2),
+        (1e-8, 0),
+        (0.5, 2),
+        (0.3, 0),
+    ] {
+        let f = CuckooFilter::builder()
+            .capacity(50)
+            .false_positive_rate(rate)
+            .expansion(expansion)
+            .build()
+            .unwrap();
+        f.insert_many(0..200u64).ok();
+        let bytes = f.to_bytes();
+        for g in [
+            CuckooFilter::from_bytes(&bytes).unwrap(),
+            CuckooFilter::read_from(&bytes[..]).unwrap(),
+            f.clone(),
+        ] {
+            let got = g.target_false_positive_rate().unwrap();
+            assert_eq!(got.to_bits(), rate.to_bits(), "{rate}");
+        }
+    }
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
+    let load = |p: &str| CuckooFilter::from_bytes(&std::fs::read(format!("{data}/{p}")).unwrap());
+    assert_eq!(
+        load("snapshots-v2/fixed-8bit-2k.snapshot")
+            .unwrap()
+            .target_false_positive_rate(),
+        None
+    );
+    assert!(load("snapshots-v3/grown-packed-1k-to-12k.snapshot")
+        .unwrap()
+        .target_false_positive_rate()
+        .is_some_and(|r| (r - 0.01).abs() < 1e-12));
+}
