@@ -480,3 +480,59 @@ fn collect_of_many_shared_entry_groups_and_repeats_keeps_every_item() {
     assert!(spread.iter().take(500).all(|i| f.count(i) >= 1));
     assert!(f.len() <= 50 * 40 + 2_000);
 }
+
+/// `collect` sizes the filter for the distinct items: any number of distinct items (every
+/// count up to 300, and some larger, random keys) is collected without a panic, each stored
+/// once, also when every item is given several times, and into a `CuckooSet`.
+#[test]
+fn collect_of_exactly_capacity_many_distinct_items_never_panics() {
+    use atomic_cuckoo::CuckooSet;
+    let seed = common::seed("collect of distinct items");
+    for n in (0..=300usize).chain([1_000, 4_097, 20_000]) {
+        let keys = common::distinct_keys(seed ^ n as u64, n);
+        let f: CuckooFilter = keys.iter().collect();
+        assert_eq!(f.len(), n, "{n} keys");
+        assert!(f.capacity() >= n);
+        assert!(keys.iter().all(|k| f.contains(k)), "{n} keys");
+        if n <= 300 {
+            let thrice: CuckooFilter = keys.iter().chain(&keys).chain(keys.iter().rev()).collect();
+            assert_eq!(thrice.len(), n, "{n} keys, each three times");
+            assert_eq!(
+                thrice.capacity(),
+                f.capacity(),
+                "sized for the distinct ones"
+            );
+            let set: CuckooSet<u64> = keys.iter().chain(&keys).collect();
+            assert_eq!(set.len(), n);
+        }
+    }
+}
+
+/// `extend` on a full or nearly full filter: items already there never fill it (they are
+/// found), so extending a full filter with its own items does not panic; a new item that does
+/// not fit does, and everything before it stays.
+#[test]
+fn extend_with_present_items_never_panics_on_a_full_filter() {
+    let seed = common::seed("extend on a full filter");
+    for bits in [8, 12, 16, 32] {
+        let mut f = CuckooFilter::builder()
+            .capacity(100)
+            .fingerprint_bits(bits)
+            .build()
+            .unwrap();
+        let keys = common::distinct_keys(seed ^ u64::from(bits), 10_000);
+        let err = f.insert_many_unique(keys.iter()).unwrap_err();
+        let stored = &keys[..err.index];
+        assert!(stored.len() >= 100, "{bits} bits: full before capacity");
+        let len = f.len();
+        f.extend(stored.iter().chain(stored.iter().rev()));
+        f.extend(stored.iter().copied());
+        assert_eq!(f.len(), len, "{bits} bits: present items stored again");
+        assert_eq!(f.insert_many_unique(stored.iter()), Ok(0));
+        let extend_new = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            f.extend(stored.iter().chain(&keys[err.index..]))
+        }));
+        assert!(extend_new.is_err(), "{bits} bits: a new item did not fit");
+        assert!(stored.iter().all(|k| f.contains(k)), "{bits} bits");
+    }
+}
