@@ -1181,3 +1181,73 @@ fn the_target_rate_survives_snapshots_bit_for_bit() {
         .target_false_positive_rate()
         .is_some_and(|r| (r - 0.01).abs() < 1e-12));
 }
+
+/// A reader that hands out at most `step` bytes a call (and fails after `fail_after` bytes, if
+/// set), like a socket or a pipe.
+struct Trickle<'a> {
+    data: &'a [u8],
+    step: usize,
+    given: usize,
+    fail_after: Option<usize>,
+}
+
+impl std::io::Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.fail_after.is_some_and(|n| self.given >= n) {
+            return Err(std::io::Error::other("connection reset"));
+        }
+        let before_failure = self.fail_after.map_or(usize::MAX, |n| n - self.given);
+        let n = buf
+            .len()
+            .min(self.step)
+            .min(self.data.len())
+            .min(before_failure);
+        buf[..n].copy_from_slice(&self.data[..n]);
+        self.data = &self.data[n..];
+        self.given += n;
+        Ok(n)
+    }
+}
+
+/// `read_from` over a reader that returns a few bytes a call still stops exactly at each
+/// snapshot's end (two snapshots of both types in a row, then other data), and a reader that
+/// fails partway is `Io`, never a panic or a filter.
+#[test]
+fn read_from_a_trickling_stream_stops_exactly_at_each_snapshot() {
+    let (a, kept) = filled_in(Layout::Packed, Some(13), 40, 2, 200, 31);
+    let b = atomic_cuckoo::ExpandingFilter::builder()
+        .capacity(10)
+        .build()
+        .unwrap();
+    (0..100u64).for_each(|i| b.insert(&i).unwrap());
+    let (sa, sb) = (a.to_bytes(), b.to_bytes());
+    let stream: Vec<u8> = [&sa[..], &sb[..], &sa[..], b"tail"].concat();
+    for step in [1, 3, 7, 8, 13, 4096] {
+        let mut r = Trickle {
+            data: &stream,
+            step,
+            given: 0,
+            fail_after: None,
+        };
+        let first = CuckooFilter::read_from(&mut r).unwrap();
+        assert_eq!(r.given, sa.len(), "step {step}");
+        let second = atomic_cuckoo::ExpandingFilter::read_from(&mut r).unwrap();
+        assert_eq!(r.given, sa.len() + sb.len(), "step {step}");
+        let third = CuckooFilter::read_from(&mut r).unwrap();
+        assert_eq!(r.data, b"tail", "step {step}");
+        assert!(kept.iter().all(|k| first.contains(k) && third.contains(k)));
+        assert!((0..100u64).all(|i| second.contains(&i)));
+    }
+    for fail_after in [0, 5, 64, 100, sa.len() / 2, sa.len() - 8, sa.len() - 1] {
+        let mut r = Trickle {
+            data: &stream,
+            step: 5,
+            given: 0,
+            fail_after: Some(fail_after),
+        };
+        assert!(
+            matches!(CuckooFilter::read_from(&mut r), Err(PersistError::Io(_))),
+            "failing after {fail_after} bytes"
+        );
+    }
+}
