@@ -647,3 +647,44 @@ fn a_clone_under_writers_and_compaction_holds_every_item_inserted_before_it() {
         println!("capacity {capacity}: {clones} clones, {mid_way} while the writers ran");
     }
 }
+
+/// A whole payload written for an RDB version outside 9..=12 is `RdbVersion` with that
+/// version, never `PayloadTruncated` (the truncation check must not fire on a whole footer).
+#[test]
+fn a_whole_payload_of_another_rdb_version_is_not_reported_as_truncated() {
+    let f = RedisCuckooFilter::reserve(32).unwrap();
+    for i in 0..30u32 {
+        f.insert(i.to_le_bytes()).unwrap();
+    }
+    for version in [0u16, 1, 8, 13, 255, 256, 2304, 0xFFFF] {
+        let payload = f.dump_payload(version);
+        assert_eq!(
+            RedisCuckooFilter::from_dump_payload(&payload).unwrap_err(),
+            LoadError::RdbVersion { version },
+            "version {version}"
+        );
+    }
+}
+
+/// A clone keeps the settings that no export carries: a filter at its `max_expansions` limit
+/// clones into one that refuses the same inserts, and a copy that has room grows on alike.
+#[test]
+fn a_clone_keeps_max_expansions() {
+    let f = RedisCuckooFilter::builder()
+        .capacity(4)
+        .bucket_size(1)
+        .max_expansions(2)
+        .build()
+        .unwrap();
+    let err = (0..100u32)
+        .map(|i| f.insert(i.to_string()))
+        .find_map(Result::err)
+        .unwrap();
+    assert_eq!(err, RedisInsertError::MaxExpansionsReached);
+    let copy = f.clone();
+    assert_eq!(copy.info(), f.info());
+    for item in ["anything", "else", "at", "all"] {
+        assert_eq!(copy.insert(item), f.insert(item), "{item}");
+    }
+    assert_eq!(copy.scandump(), f.scandump());
+}
