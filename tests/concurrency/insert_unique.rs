@@ -395,3 +395,60 @@ fn racing_insert_many_unique_and_removes_add_each_item_once() {
         assert!(stable.iter().all(|k| filter.count(k) == 1), "round {round}");
     }
 }
+
+/// As above with narrow fingerprints (4, 8 bits), where distinct items of a tiny table often
+/// share an entry: an item may then be refused as present by every thread, but never added
+/// twice, and `len` is still the number of `Ok(true)` answers.
+#[test]
+fn racing_set_inserts_with_narrow_fingerprints_never_add_an_item_twice() {
+    use atomic_cuckoo::{CuckooSet, Layout};
+    let seed = common::seed("racing set inserts, narrow fingerprints");
+    const THREADS: usize = 4;
+    for round in 0..200usize {
+        let bits = [4, 8][round % 2];
+        let layout = [Layout::Packed, Layout::Compact, Layout::OneWord][round % 3];
+        let set: CuckooSet<u64> = CuckooFilter::builder()
+            .capacity(8 << (round % 4))
+            .fingerprint_bits(bits)
+            .expansion(2)
+            .layout(layout)
+            .build_set()
+            .unwrap();
+        let keys = common::distinct_keys(seed ^ round as u64, 3 * set.capacity());
+        let barrier = Barrier::new(THREADS);
+        let results: Vec<Vec<Option<bool>>> = thread::scope(|s| {
+            let handles: Vec<_> = (0..THREADS)
+                .map(|t| {
+                    let (set, keys, barrier) = (&set, &keys, &barrier);
+                    s.spawn(move || {
+                        barrier.wait();
+                        let mut out = vec![None; keys.len()];
+                        for j in 0..keys.len() {
+                            let i = (j + t * keys.len() / THREADS) % keys.len();
+                            out[i] = set.insert(&keys[i]).ok();
+                        }
+                        out
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut winners = 0;
+        for (i, k) in keys.iter().enumerate() {
+            let won = results.iter().filter(|r| r[i] == Some(true)).count();
+            assert!(won <= 1, "round {round}: item {k} added by {won} threads");
+            if results.iter().any(|r| r[i].is_some()) {
+                assert!(
+                    set.contains(k),
+                    "round {round}: item {k} answered but absent"
+                );
+            }
+            winners += won;
+        }
+        assert_eq!(
+            set.len(),
+            winners,
+            "round {round} ({bits} bits, {layout:?})"
+        );
+    }
+}
