@@ -935,7 +935,8 @@ fn edge_snapshots() -> Vec<(String, Vec<u8>)> {
     for layout in LAYOUTS {
         for bits in [4, 5, 31, 32] {
             for expansion in [0, 2] {
-                let (f, _) = filled_in(layout, Some(bits), 12, expansion, 60, 5);
+                let items = if expansion == 0 { 60 } else { 120 };
+                let (f, _) = filled_in(layout, Some(bits), 12, expansion, items, 5);
                 out.push((format!("{layout:?} {bits} bits x{expansion}"), f.to_bytes()));
             }
         }
@@ -966,9 +967,9 @@ fn edge_snapshots() -> Vec<(String, Vec<u8>)> {
             .layout(layout)
             .build()
             .unwrap();
-        released.insert_many(0..60u64).unwrap();
-        (0..20u64).for_each(|i| assert!(released.remove(&i)));
-        released.release_empty_levels();
+        released.insert_many(0..150u64).unwrap();
+        (0..60u64).for_each(|i| assert!(released.remove(&i)));
+        assert!(released.release_empty_levels() > 0);
         out.push((format!("{layout:?} released"), released.to_bytes()));
     }
     out
