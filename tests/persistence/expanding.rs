@@ -1265,7 +1265,7 @@ fn no_single_header_bit_flip_is_reported_as_trailing_bytes() {
 }
 
 /// Every truncation of a small snapshot is `Truncated` both ways, every flipped bit an error
-/// both ways and never `TrailingBytes`, and bytes appended are `TrailingBytes` from
+/// both ways and never `TrailingBytes` (also with other bytes after it), and bytes appended are `TrailingBytes` from
 /// `from_bytes` while `read_from` loads the snapshot and leaves them: for an empty filter, one
 /// before its first doubling, and ones in the middle of their first and second doublings.
 #[test]
@@ -1317,6 +1317,14 @@ fn every_cut_flip_and_padding_of_small_snapshots_gets_its_typed_error() {
                 assert!(
                     ExpandingFilter::read_from(&bad[..]).is_err(),
                     "{name}: byte {i} bit {bit} loaded (read_from)"
+                );
+                // Followed by other bytes, still corrupt, never trailing bytes.
+                bad.extend_from_slice(&[0x5A; 8]);
+                let padded = ExpandingFilter::from_bytes(&bad);
+                assert!(
+                    matches!(&padded, Err(e) if !matches!(e, PersistError::TrailingBytes { .. })),
+                    "{name}: byte {i} bit {bit}, padded: {:?}",
+                    padded.map(|_| ())
                 );
             }
         }

@@ -976,7 +976,8 @@ fn edge_snapshots() -> Vec<(String, Vec<u8>)> {
 }
 
 /// Every truncation is `Truncated` both ways, every single flipped bit an error both ways (the
-/// checksum is over every byte), and bytes appended to a valid snapshot are `TrailingBytes`
+/// checksum is over every byte), and never `TrailingBytes` even with other bytes after the
+/// snapshot, and bytes appended to a valid snapshot are `TrailingBytes`
 /// from `from_bytes`, while `read_from` loads it and leaves them unread: in every layout, at
 /// the widths at the edges, fixed, grown, empty, narrowed and with released levels.
 #[test]
@@ -1018,6 +1019,15 @@ fn every_cut_flip_and_padding_of_edge_snapshots_gets_its_typed_error() {
                 assert!(
                     streamed.is_err(),
                     "{name}: byte {i} bit {bit} loaded (read_from)"
+                );
+                // Followed by other bytes, a corrupt snapshot is still corrupt, never a
+                // snapshot with trailing bytes.
+                bad.extend_from_slice(&[0x5A; 8]);
+                let padded = CuckooFilter::from_bytes(&bad);
+                assert!(
+                    matches!(&padded, Err(e) if !matches!(e, PersistError::TrailingBytes { .. })),
+                    "{name}: byte {i} bit {bit}, padded: {:?}",
+                    padded.map(|_| ())
                 );
             }
         }
