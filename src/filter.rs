@@ -824,7 +824,9 @@ impl<T: Hash, S: BuildHasher + Default> FromIterator<T> for CuckooFilter<S> {
     /// A filter sized for the distinct items (at the default 1 % rate, no growth) that holds
     /// one copy of each, like collecting into a `HashSet`: repeated items are stored once.
     /// Items are told apart by their hash, so the filter's [`len`](CuckooFilter::len) is the
-    /// number of distinct items (unless two distinct items have the same 64-bit hash).
+    /// number of distinct items (unless two distinct items have the same 64-bit hash, or,
+    /// with a weak hasher, more distinct items share a fingerprint and buckets than those
+    /// buckets hold: those that find them full are found already, and not stored again).
     ///
     /// # Panics
     ///
@@ -846,9 +848,17 @@ impl<T: Hash, S: BuildHasher + Default> FromIterator<T> for CuckooFilter<S> {
         crate::hashing::dedup_hashes(&mut hashes);
         let filter = CuckooFilter::with_capacity_and_hasher(hashes.len(), hasher);
         for batch in hashes.chunks(BATCH) {
-            // `hashes.len()` distinct items always fit in a filter of that capacity.
-            if let Err((_, e)) = filter.levels.insert_batch(batch) {
-                panic!("CuckooFilter::from_iter: {e}");
+            // `hashes.len()` distinct items fit in a filter of that capacity, unless more of
+            // them share one fingerprint and pair of buckets than those buckets hold (a weak
+            // hasher: distinct hashes whose bucket and fingerprint bits are equal). Such an
+            // item is refused only because its buckets are full of entries that match it:
+            // it is then found already, as `insert_unique` says, and is not stored again.
+            let mut rest = batch;
+            while let Err((i, _)) = filter.levels.insert_batch(rest) {
+                if let Err(e) = filter.levels.insert_unique(rest[i]) {
+                    panic!("CuckooFilter::from_iter: {e}");
+                }
+                rest = &rest[i + 1..];
             }
         }
         filter

@@ -24,8 +24,9 @@ use crate::hasher::DefaultHashBuilder;
 /// [`insert`](CuckooSet::insert) stores an item only if it is not (maybe) present yet and
 /// says whether it did, like `HashSet::insert`; [`Extend`], [`FromIterator`] and
 /// [`insert_many`](CuckooSet::insert_many) do the same for many items, so repeated items are
-/// stored once and [`remove`](CuckooSet::remove) of an inserted item is always safe. The
-/// guarantees are those of [`CuckooFilter`]: no false negatives under any interleaving,
+/// stored once and [`remove`](CuckooSet::remove) of an item that `insert` added is always
+/// safe (one refused as present because it collides with another shares that one's entry).
+/// The guarantees are those of [`CuckooFilter`]: no false negatives under any interleaving,
 /// wait-free lookups, a false-positive rate under the target. For a multiset (copies counted),
 /// or items of several types in one filter, use [`CuckooFilter`] itself;
 /// [`as_filter`](CuckooSet::as_filter) gives every other method of the filter (snapshots,
@@ -288,9 +289,12 @@ impl<T: Hash + ?Sized, S: BuildHasher> CuckooSet<T, S> {
             .contains_many(items.into_iter().map(HashedAs::<_, T>::new), results);
     }
 
-    /// Removes `item`; returns whether it was found. Safe for items that were inserted: the
-    /// set stores each once. Removing an item that was never inserted may remove another that
-    /// collides with it (see [`CuckooFilter`]).
+    /// Removes `item`; returns whether it was found. Safe for items whose
+    /// [`insert`](CuckooSet::insert) returned `Ok(true)`: the set stores each once, so removing
+    /// one never removes another. Removing an item that was never inserted may remove another
+    /// that collides with it (see [`CuckooFilter`]), and so may removing one whose insert
+    /// returned `Ok(false)` because it collided with an item already there: it has no entry of
+    /// its own, and removing either one removes their shared entry for both.
     ///
     /// ```
     /// let ids = atomic_cuckoo::CuckooSet::<u64>::with_capacity(100);

@@ -264,3 +264,191 @@ fn two_racing_insert_unique_calls_of_the_same_item_add_it_exactly_once_under_con
     );
     assert_eq!(failed_removes, 0, "removes of inserted items failed");
 }
+
+// ------------------------------------------------------------- CuckooSet on tiny tables
+
+/// Four threads race `CuckooSet::insert` of the same items on tiny tables (capacity 8 to 64,
+/// every layout, fixed and growing, filled to capacity and past it when growing): each item
+/// gets at most one `Ok(true)`, exactly one unless some thread was refused (`Full` under
+/// contention), and `len` is the number of winners, each stored once.
+#[test]
+fn racing_set_inserts_on_tiny_tables_have_one_winner_per_item_and_len_counts_winners() {
+    use atomic_cuckoo::{CuckooSet, Layout};
+    let seed = common::seed("racing set inserts on tiny tables");
+    const THREADS: usize = 4;
+    let mut refused = 0usize;
+    for (round, capacity) in [8usize, 13, 16, 32, 64]
+        .into_iter()
+        .cycle()
+        .take(40)
+        .enumerate()
+    {
+        let layout = [Layout::Packed, Layout::Compact, Layout::OneWord][round % 3];
+        let expansion = if round % 2 == 0 { 0 } else { 2 };
+        let set: CuckooSet<u64> = CuckooFilter::builder()
+            .capacity(capacity)
+            .fingerprint_bits(32)
+            .expansion(expansion)
+            .layout(layout)
+            .build_set()
+            .unwrap();
+        let n = if expansion == 0 {
+            capacity
+        } else {
+            4 * capacity
+        };
+        let keys = common::distinct_keys(seed ^ round as u64, n);
+        let barrier = Barrier::new(THREADS);
+        let results: Vec<Vec<Option<bool>>> = thread::scope(|s| {
+            let handles: Vec<_> = (0..THREADS)
+                .map(|t| {
+                    let (set, keys, barrier) = (&set, &keys, &barrier);
+                    s.spawn(move || {
+                        barrier.wait();
+                        // Each thread walks the items from another place, so the races are
+                        // between inserts of the same item and of different ones at once.
+                        let mut out = vec![None; keys.len()];
+                        for j in 0..keys.len() {
+                            let i = (j + t * keys.len() / THREADS) % keys.len();
+                            out[i] = set.insert(&keys[i]).ok();
+                        }
+                        out
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut winners = 0;
+        for (i, k) in keys.iter().enumerate() {
+            let won = results.iter().filter(|r| r[i] == Some(true)).count();
+            let errs = results.iter().filter(|r| r[i].is_none()).count();
+            refused += errs;
+            assert!(won <= 1, "round {round}: item {k} added by {won} threads");
+            if errs == 0 {
+                assert_eq!(
+                    won, 1,
+                    "round {round}: item {k} refused as present, never added"
+                );
+            }
+            if won == 1 {
+                assert!(set.contains(k));
+                assert_eq!(set.as_filter().count(k), 1, "round {round}: item {k}");
+            }
+            winners += won;
+        }
+        assert_eq!(
+            set.len(),
+            winners,
+            "round {round}: len counts each winner once"
+        );
+        // Every winner removes safely, and the set ends empty.
+        for (i, k) in keys.iter().enumerate() {
+            if results.iter().any(|r| r[i] == Some(true)) {
+                assert!(set.remove(k));
+            }
+        }
+        assert!(set.is_empty(), "round {round}");
+    }
+    println!("{refused} inserts refused as Full under contention");
+}
+
+/// `insert_many_unique` of the same items from two threads while two others insert and remove
+/// other items in the same tiny growing table: the two calls' counts add up to the number of
+/// items, each item is stored once, and every churned item removes.
+#[test]
+fn racing_insert_many_unique_and_removes_add_each_item_once() {
+    let seed = common::seed("insert_many_unique racing removes");
+    for round in 0..100u64 {
+        let filter = CuckooFilter::builder()
+            .capacity(16)
+            .expansion(2)
+            .fingerprint_bits(32)
+            .build()
+            .unwrap();
+        let keys = common::keys_with_distinct_fingerprints(&[seed ^ round, !(seed ^ round)], 300);
+        let (stable, churned) = (&keys[0], &keys[1]);
+        let barrier = Barrier::new(4);
+        let added: Vec<usize> = thread::scope(|s| {
+            let filter = &filter;
+            let barrier = &barrier;
+            for t in 0..2 {
+                s.spawn(move || {
+                    barrier.wait();
+                    for k in churned.iter().skip(t).step_by(2) {
+                        assert_eq!(filter.insert_unique(k), Ok(true));
+                        assert!(filter.remove(k));
+                    }
+                });
+            }
+            let handles: Vec<_> = (0..2)
+                .map(|_| {
+                    s.spawn(move || {
+                        barrier.wait();
+                        filter.insert_many_unique(stable.iter()).unwrap()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(added.iter().sum::<usize>(), stable.len(), "round {round}");
+        assert_eq!(filter.len(), stable.len(), "round {round}");
+        assert!(stable.iter().all(|k| filter.count(k) == 1), "round {round}");
+    }
+}
+
+/// As above with narrow fingerprints (4, 8 bits), where distinct items of a tiny table often
+/// share an entry: an item may then be refused as present by every thread, but never added
+/// twice, and `len` is still the number of `Ok(true)` answers.
+#[test]
+fn racing_set_inserts_with_narrow_fingerprints_never_add_an_item_twice() {
+    use atomic_cuckoo::{CuckooSet, Layout};
+    let seed = common::seed("racing set inserts, narrow fingerprints");
+    const THREADS: usize = 4;
+    for round in 0..200usize {
+        let bits = [4, 8][round % 2];
+        let layout = [Layout::Packed, Layout::Compact, Layout::OneWord][round % 3];
+        let set: CuckooSet<u64> = CuckooFilter::builder()
+            .capacity(8 << (round % 4))
+            .fingerprint_bits(bits)
+            .expansion(2)
+            .layout(layout)
+            .build_set()
+            .unwrap();
+        let keys = common::distinct_keys(seed ^ round as u64, 3 * set.capacity());
+        let barrier = Barrier::new(THREADS);
+        let results: Vec<Vec<Option<bool>>> = thread::scope(|s| {
+            let handles: Vec<_> = (0..THREADS)
+                .map(|t| {
+                    let (set, keys, barrier) = (&set, &keys, &barrier);
+                    s.spawn(move || {
+                        barrier.wait();
+                        let mut out = vec![None; keys.len()];
+                        for j in 0..keys.len() {
+                            let i = (j + t * keys.len() / THREADS) % keys.len();
+                            out[i] = set.insert(&keys[i]).ok();
+                        }
+                        out
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut winners = 0;
+        for (i, k) in keys.iter().enumerate() {
+            let won = results.iter().filter(|r| r[i] == Some(true)).count();
+            assert!(won <= 1, "round {round}: item {k} added by {won} threads");
+            if results.iter().any(|r| r[i].is_some()) {
+                assert!(
+                    set.contains(k),
+                    "round {round}: item {k} answered but absent"
+                );
+            }
+            winners += won;
+        }
+        assert_eq!(
+            set.len(),
+            winners,
+            "round {round} ({bits} bits, {layout:?})"
+        );
+    }
+}

@@ -126,3 +126,50 @@ fn sets_are_send_and_sync_whatever_their_item_type() {
     assert_shareable::<CuckooSet<std::rc::Rc<u64>>>();
     assert_shareable::<CuckooSet<str, AHashBuilder>>();
 }
+
+/// What `remove` promises for a set: removing an item whose `insert` returned `Ok(true)` never
+/// makes another such item disappear (each is stored once). An item refused as present
+/// (`Ok(false)`) because it shares its fingerprint and buckets with an earlier item has no
+/// entry of its own: it is found through that item's, and removing either removes the entry
+/// of both (the identity hasher makes 1 and 2 such a pair).
+#[test]
+fn an_item_refused_as_colliding_shares_the_entry_of_the_item_it_matched() {
+    use crate::common::Identity;
+    let set: CuckooSet<u64, Identity> = CuckooFilter::builder()
+        .capacity(100)
+        .hasher(Identity)
+        .build_set()
+        .unwrap();
+    assert_eq!(set.insert(&1), Ok(true));
+    assert_eq!(set.insert(&2), Ok(false), "2 matches 1's entry");
+    assert_eq!(set.len(), 1);
+    assert!(set.contains(&2));
+    assert!(set.remove(&2));
+    assert!(
+        !set.contains(&1) && !set.contains(&2),
+        "one entry, removed for both"
+    );
+    assert!(!set.remove(&1));
+
+    // Items whose inserts returned `Ok(true)` are each stored once: removing some never
+    // removes another (32-bit fingerprints, distinct keys).
+    let seed = crate::common::seed("set removes of winners");
+    let set: CuckooSet<u64> = CuckooFilter::builder()
+        .capacity(2_000)
+        .fingerprint_bits(32)
+        .build_set()
+        .unwrap();
+    let keys = crate::common::distinct_keys(seed, 2_000);
+    let won: Vec<u64> = keys
+        .iter()
+        .copied()
+        .filter(|k| set.insert(k) == Ok(true))
+        .collect();
+    for (i, k) in won.iter().enumerate() {
+        if i % 2 == 0 {
+            assert!(set.remove(k));
+        }
+    }
+    assert!(won.iter().skip(1).step_by(2).all(|k| set.contains(k)));
+    assert_eq!(set.len(), won.len() / 2);
+}

@@ -427,3 +427,112 @@ fn a_panic_inside_a_redis_filter_operation_leaves_it_usable() {
     f.insert("more").unwrap();
     assert!(f.contains("kept") && f.contains("more"));
 }
+
+/// Distinct items whose hashes differ only in bits that choose neither bucket nor fingerprint
+/// (the identity hasher: small integers have a zero high word, so one primary bucket, and a
+/// zero top of the low word, so fingerprint 1) are more than their two buckets hold. They are
+/// not repeats by hash, so `from_iter` stores them as separate copies until the buckets are
+/// full; the rest must then be found already (set semantics), not panic: `collect` into a
+/// `CuckooFilter` and a `CuckooSet` holds them all, as `extend` and `insert_many_unique` do.
+/// (An `ExpandingFilter` derives its fingerprints from a mix of the whole hash, so distinct
+/// hashes never share an entry there.)
+#[test]
+fn collect_of_distinct_items_sharing_one_entry_finds_them_without_panicking() {
+    use atomic_cuckoo::CuckooSet;
+    use common::Identity;
+
+    for n in [1u64, 8, 9, 17, 100, 1_000] {
+        let collected: CuckooFilter<Identity> = (0..n).collect();
+        assert!((0..n).all(|i| collected.contains(&i)), "{n} items");
+        assert!((1..=n as usize).contains(&collected.len()), "{n} items");
+
+        let set: CuckooSet<u64, Identity> = (0..n).collect();
+        assert!((0..n).all(|i| set.contains(&i)), "{n} items");
+        assert_eq!(set.insert(&0), Ok(false));
+
+        let mut extended = CuckooFilter::with_capacity_and_hasher(n as usize, Identity);
+        extended.extend(0..n);
+        assert!((0..n).all(|i| extended.contains(&i)), "{n} items");
+        let unique = CuckooFilter::with_capacity_and_hasher(n as usize, Identity);
+        assert!(unique.insert_many_unique(0..n).unwrap() >= 1);
+        assert!((0..n).all(|i| unique.contains(&i)), "{n} items");
+    }
+}
+
+/// Many groups of distinct items, each group sharing one entry, mixed with ordinary items and
+/// repeats: every item is found and the ordinary ones are stored once each.
+#[test]
+fn collect_of_many_shared_entry_groups_and_repeats_keeps_every_item() {
+    use common::Identity;
+    // Group g: hashes g << 32 | j for j < 40 (one primary bucket, fingerprint 1, forty items);
+    // then ordinary items spread by a multiplier, each given three times.
+    let groups = (0..50u64).flat_map(|g| (0..40u64).map(move |j| (g << 32) | j));
+    let spread: Vec<u64> = (1..=2_000u64)
+        .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        .collect();
+    let items: Vec<u64> = groups
+        .chain(spread.iter().copied())
+        .chain(spread.iter().copied())
+        .chain(spread.iter().copied())
+        .collect();
+    let f: CuckooFilter<Identity> = items.iter().collect();
+    assert!(items.iter().all(|i| f.contains(i)));
+    assert!(spread.iter().take(500).all(|i| f.count(i) >= 1));
+    assert!(f.len() <= 50 * 40 + 2_000);
+}
+
+/// `collect` sizes the filter for the distinct items: any number of distinct items (every
+/// count up to 300, and some larger, random keys) is collected without a panic, each stored
+/// once, also when every item is given several times, and into a `CuckooSet`.
+#[test]
+fn collect_of_exactly_capacity_many_distinct_items_never_panics() {
+    use atomic_cuckoo::CuckooSet;
+    let seed = common::seed("collect of distinct items");
+    for n in (0..=300usize).chain([1_000, 4_097, 20_000]) {
+        let keys = common::distinct_keys(seed ^ n as u64, n);
+        let f: CuckooFilter = keys.iter().collect();
+        assert_eq!(f.len(), n, "{n} keys");
+        assert!(f.capacity() >= n);
+        assert!(keys.iter().all(|k| f.contains(k)), "{n} keys");
+        if n <= 300 {
+            let thrice: CuckooFilter = keys.iter().chain(&keys).chain(keys.iter().rev()).collect();
+            assert_eq!(thrice.len(), n, "{n} keys, each three times");
+            assert_eq!(
+                thrice.capacity(),
+                f.capacity(),
+                "sized for the distinct ones"
+            );
+            let set: CuckooSet<u64> = keys.iter().chain(&keys).collect();
+            assert_eq!(set.len(), n);
+        }
+    }
+}
+
+/// `extend` on a full or nearly full filter: items already there never fill it (they are
+/// found), so extending a full filter with its own items does not panic; a new item that does
+/// not fit does, and everything before it stays.
+#[test]
+fn extend_with_present_items_never_panics_on_a_full_filter() {
+    let seed = common::seed("extend on a full filter");
+    for bits in [8, 12, 16, 32] {
+        let mut f = CuckooFilter::builder()
+            .capacity(100)
+            .fingerprint_bits(bits)
+            .build()
+            .unwrap();
+        let keys = common::distinct_keys(seed ^ u64::from(bits), 10_000);
+        let err = f.insert_many_unique(keys.iter()).unwrap_err();
+        let stored = &keys[..err.index];
+        assert!(stored.len() >= 100, "{bits} bits: full before capacity");
+        let len = f.len();
+        f.extend(stored.iter().chain(stored.iter().rev()));
+        f.extend(stored.iter().copied());
+        assert_eq!(f.len(), len, "{bits} bits: present items stored again");
+        assert_eq!(f.insert_many_unique(stored.iter()), Ok(0));
+        let extend_new = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            f.extend(stored.iter().chain(&keys[err.index..]))
+        }));
+        assert!(extend_new.is_err(), "{bits} bits: a new item did not fit");
+        assert!(stored.iter().all(|k| f.contains(k)), "{bits} bits");
+    }
+}

@@ -70,3 +70,37 @@ fn insert_unique_adds_each_item_once_through_doublings() {
     );
     assert!((0..20_000u64).all(|x| filter.contains(&x)));
 }
+
+/// `extend` of a filter that may not double any more, with items it holds (repeated, in any
+/// order): found, so never stored again and never a panic; `collect` of distinct items and
+/// repeats holds each once; a filter at its doubling limit refuses only new items.
+#[test]
+fn extend_of_a_filter_at_its_doubling_limit_with_its_own_items_never_panics() {
+    let seed = crate::common::seed("expanding extend at its limit");
+    let mut full = ExpandingFilter::builder()
+        .capacity(10)
+        .max_doublings(1)
+        .build()
+        .unwrap();
+    let keys = crate::common::distinct_keys(seed, 10_000);
+    let stored: Vec<u64> = keys
+        .iter()
+        .copied()
+        .take_while(|k| full.insert_unique(k).is_ok())
+        .collect();
+    assert!(stored.len() >= 10 && stored.len() < keys.len());
+    let len = full.len();
+    full.extend(stored.iter().chain(stored.iter().rev()));
+    full.extend(stored.iter().copied());
+    assert_eq!(full.len(), len, "items already there stored again");
+    assert!(stored.iter().all(|k| full.contains(k)));
+
+    let twice: Vec<u64> = keys[..3_000]
+        .iter()
+        .chain(&keys[..3_000])
+        .copied()
+        .collect();
+    let collected: ExpandingFilter = twice.iter().collect();
+    assert_eq!(collected.len(), 3_000);
+    assert!(keys[..3_000].iter().all(|k| collected.contains(k)));
+}

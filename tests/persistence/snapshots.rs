@@ -924,3 +924,341 @@ fn no_single_header_bit_flip_is_reported_as_trailing_bytes() {
         }
     }
 }
+
+// ------------------------------------------------- attacks on the length and trailer checks
+
+/// Small snapshots of every shape the length check must get right: each layout at the widths
+/// at the edges, fixed and grown (several levels), empty, narrowed by `shrink_to_fit`, and
+/// with released older levels.
+fn edge_snapshots() -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for layout in LAYOUTS {
+        for bits in [4, 5, 31, 32] {
+            for expansion in [0, 2] {
+                let items = if expansion == 0 { 60 } else { 120 };
+                let (f, _) = filled_in(layout, Some(bits), 12, expansion, items, 5);
+                out.push((format!("{layout:?} {bits} bits x{expansion}"), f.to_bytes()));
+            }
+        }
+        let empty = CuckooFilter::builder()
+            .capacity(1)
+            .layout(layout)
+            .build()
+            .unwrap();
+        out.push((format!("{layout:?} empty"), empty.to_bytes()));
+        // Grown, then emptied and narrowed: a level above only empty ones, narrower than its
+        // plan.
+        let mut narrowed = CuckooFilter::builder()
+            .capacity(10)
+            .expansion(2)
+            .false_positive_rate(0.01)
+            .layout(layout)
+            .build()
+            .unwrap();
+        narrowed.insert_many(0..60u64).unwrap();
+        (0..50u64).for_each(|i| assert!(narrowed.remove(&i)));
+        narrowed.shrink_to_fit();
+        out.push((format!("{layout:?} narrowed"), narrowed.to_bytes()));
+        // Grown, older levels emptied and released.
+        let released = CuckooFilter::builder()
+            .capacity(10)
+            .expansion(2)
+            .fingerprint_bits(16)
+            .layout(layout)
+            .build()
+            .unwrap();
+        released.insert_many(0..150u64).unwrap();
+        (0..60u64).for_each(|i| assert!(released.remove(&i)));
+        assert!(released.release_empty_levels() > 0);
+        out.push((format!("{layout:?} released"), released.to_bytes()));
+    }
+    out
+}
+
+/// Every truncation is `Truncated` both ways, every single flipped bit an error both ways (the
+/// checksum is over every byte), and never `TrailingBytes` even with other bytes after the
+/// snapshot, and bytes appended to a valid snapshot are `TrailingBytes`
+/// from `from_bytes`, while `read_from` loads it and leaves them unread: in every layout, at
+/// the widths at the edges, fixed, grown, empty, narrowed and with released levels.
+#[test]
+fn every_cut_flip_and_padding_of_edge_snapshots_gets_its_typed_error() {
+    let mut flips = 0;
+    for (name, bytes) in edge_snapshots() {
+        let whole = CuckooFilter::from_bytes(&bytes).expect("a genuine snapshot");
+        assert_eq!(whole.to_bytes(), bytes, "{name}: round trip");
+        for len in 0..bytes.len() {
+            let short = &bytes[..len];
+            assert!(
+                matches!(
+                    CuckooFilter::from_bytes(short),
+                    Err(PersistError::Truncated)
+                ),
+                "{name}: from_bytes of {len} bytes"
+            );
+            assert!(
+                matches!(CuckooFilter::read_from(short), Err(PersistError::Truncated)),
+                "{name}: read_from of {len} bytes"
+            );
+        }
+        for i in 0..bytes.len() {
+            for bit in 0..8 {
+                let mut bad = bytes.clone();
+                bad[i] ^= 1 << bit;
+                flips += 1;
+                let whole = CuckooFilter::from_bytes(&bad);
+                assert!(
+                    whole.is_err(),
+                    "{name}: byte {i} bit {bit} loaded (from_bytes)"
+                );
+                assert!(
+                    !matches!(whole, Err(PersistError::TrailingBytes { .. })),
+                    "{name}: byte {i} bit {bit}: {:?}",
+                    whole.err()
+                );
+                let streamed = CuckooFilter::read_from(&bad[..]);
+                assert!(
+                    streamed.is_err(),
+                    "{name}: byte {i} bit {bit} loaded (read_from)"
+                );
+                // Followed by other bytes, a corrupt snapshot is still corrupt, never a
+                // snapshot with trailing bytes.
+                bad.extend_from_slice(&[0x5A; 8]);
+                let padded = CuckooFilter::from_bytes(&bad);
+                assert!(
+                    matches!(&padded, Err(e) if !matches!(e, PersistError::TrailingBytes { .. })),
+                    "{name}: byte {i} bit {bit}, padded: {:?}",
+                    padded.map(|_| ())
+                );
+            }
+        }
+        for extra in [1usize, 7, 8, 9, 64] {
+            let mut long = bytes.clone();
+            long.extend((0..extra).map(|i| i as u8 ^ 0xA5));
+            assert!(
+                matches!(
+                    CuckooFilter::from_bytes(&long),
+                    Err(PersistError::TrailingBytes { extra: e }) if e == extra
+                ),
+                "{name}: {extra} bytes appended"
+            );
+            let mut reader = &long[..];
+            let f = CuckooFilter::read_from(&mut reader).expect("a snapshot then other bytes");
+            assert_eq!(
+                reader,
+                &long[bytes.len()..],
+                "{name}: read past the snapshot"
+            );
+            assert_eq!(f.to_bytes(), bytes);
+        }
+    }
+    println!("{flips} single-bit flips, all refused");
+}
+
+/// A stream of snapshots, one after another, of both filter types: each `read_from` takes
+/// exactly its own snapshot and the next one reads on from there; `from_bytes` of the whole
+/// stream is `TrailingBytes` with the length of what follows the first.
+#[test]
+fn snapshots_back_to_back_in_one_stream_are_read_one_at_a_time() {
+    let (a, kept_a) = filled_in(Layout::Compact, Some(9), 30, 2, 150, 21);
+    let b = atomic_cuckoo::ExpandingFilter::builder()
+        .capacity(16)
+        .build()
+        .unwrap();
+    (0..200u64).for_each(|i| b.insert(&i).unwrap());
+    let (c, kept_c) = filled_in(Layout::OneWord, None, 10, 0, 8, 22);
+    let (sa, sb, sc) = (a.to_bytes(), b.to_bytes(), c.to_bytes());
+    let stream: Vec<u8> = [&sa[..], &sb[..], &sc[..], &sa[..]].concat();
+    let mut reader = &stream[..];
+    let ra = CuckooFilter::read_from(&mut reader).unwrap();
+    assert_eq!(reader.len(), stream.len() - sa.len());
+    let rb = atomic_cuckoo::ExpandingFilter::read_from(&mut reader).unwrap();
+    let rc = CuckooFilter::read_from(&mut reader).unwrap();
+    let ra2 = CuckooFilter::read_from(&mut reader).unwrap();
+    assert!(reader.is_empty());
+    assert!(matches!(
+        CuckooFilter::read_from(&mut reader),
+        Err(PersistError::Truncated)
+    ));
+    assert!(kept_a.iter().all(|k| ra.contains(k) && ra2.contains(k)));
+    assert!((0..200u64).all(|i| rb.contains(&i)));
+    assert!(kept_c.iter().all(|k| rc.contains(k)));
+    assert_eq!((ra.to_bytes(), rc.to_bytes()), (sa.clone(), sc.clone()));
+    assert!(matches!(
+        CuckooFilter::from_bytes(&stream),
+        Err(PersistError::TrailingBytes { extra }) if extra == stream.len() - sa.len()
+    ));
+    // The other type's snapshot first: named, whatever follows it.
+    assert!(matches!(
+        CuckooFilter::from_bytes(&stream[sa.len()..]),
+        Err(PersistError::OtherFilterType {
+            written_by: "ExpandingFilter",
+            ..
+        })
+    ));
+    assert!(matches!(
+        atomic_cuckoo::ExpandingFilter::from_bytes(&stream),
+        Err(PersistError::OtherFilterType {
+            written_by: "CuckooFilter",
+            ..
+        })
+    ));
+}
+
+/// Every snapshot file that earlier builds wrote (format versions 2 and 3) still loads both
+/// ways after the length check against the plan; followed by other bytes it is
+/// `TrailingBytes` for `from_bytes` and loads from a stream that keeps them; cut short it is
+/// `Truncated`.
+#[test]
+fn every_stored_old_snapshot_passes_the_new_length_checks() {
+    let mut files = 0;
+    for dir in ["snapshots-v2", "snapshots-v3"] {
+        let dir = format!("{}/tests/data/{dir}", env!("CARGO_MANIFEST_DIR"));
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let bytes = std::fs::read(&path).unwrap();
+            let name = path.display();
+            files += 1;
+            let whole = CuckooFilter::from_bytes(&bytes)
+                .unwrap_or_else(|e| panic!("{name}: from_bytes: {e}"));
+            let streamed =
+                CuckooFilter::read_from(&bytes[..]).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(whole.len(), streamed.len());
+            assert_eq!(whole.to_bytes(), streamed.to_bytes());
+            let mut long = bytes.clone();
+            long.extend_from_slice(&bytes[..24]);
+            assert!(
+                matches!(
+                    CuckooFilter::from_bytes(&long),
+                    Err(PersistError::TrailingBytes { extra: 24 })
+                ),
+                "{name}"
+            );
+            let mut reader = &long[..];
+            CuckooFilter::read_from(&mut reader).unwrap();
+            assert_eq!(reader, &bytes[..24], "{name}");
+            for cut in [1, 8, 9, bytes.len() / 2] {
+                assert!(
+                    matches!(
+                        CuckooFilter::from_bytes(&bytes[..bytes.len() - cut]),
+                        Err(PersistError::Truncated)
+                    ),
+                    "{name}: cut {cut}"
+                );
+            }
+        }
+    }
+    assert!(files >= 3, "the stored snapshots were found");
+}
+
+/// The target rate survives every way of copying a filter bit for bit (snapshots both ways,
+/// `Clone`, a `CuckooSet` over the restored filter), for odd rates too, and the stored
+/// snapshots of earlier versions report theirs (`None` for a fixed width).
+#[test]
+fn the_target_rate_survives_snapshots_bit_for_bit() {
+    for (rate, expansion) in [
+        (0.012_345_678_9, 0),
+        (1e-6, 2),
+        (1e-8, 0),
+        (0.5, 2),
+        (0.3, 0),
+    ] {
+        let f = CuckooFilter::builder()
+            .capacity(50)
+            .false_positive_rate(rate)
+            .expansion(expansion)
+            .build()
+            .unwrap();
+        f.insert_many(0..200u64).ok();
+        let bytes = f.to_bytes();
+        for g in [
+            CuckooFilter::from_bytes(&bytes).unwrap(),
+            CuckooFilter::read_from(&bytes[..]).unwrap(),
+            f.clone(),
+        ] {
+            let got = g.target_false_positive_rate().unwrap();
+            assert_eq!(got.to_bits(), rate.to_bits(), "{rate}");
+        }
+    }
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
+    let load = |p: &str| CuckooFilter::from_bytes(&std::fs::read(format!("{data}/{p}")).unwrap());
+    assert_eq!(
+        load("snapshots-v2/fixed-8bit-2k.snapshot")
+            .unwrap()
+            .target_false_positive_rate(),
+        None
+    );
+    assert!(load("snapshots-v3/grown-packed-1k-to-12k.snapshot")
+        .unwrap()
+        .target_false_positive_rate()
+        .is_some_and(|r| (r - 0.01).abs() < 1e-12));
+}
+
+/// A reader that hands out at most `step` bytes a call (and fails after `fail_after` bytes, if
+/// set), like a socket or a pipe.
+struct Trickle<'a> {
+    data: &'a [u8],
+    step: usize,
+    given: usize,
+    fail_after: Option<usize>,
+}
+
+impl std::io::Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.fail_after.is_some_and(|n| self.given >= n) {
+            return Err(std::io::Error::other("connection reset"));
+        }
+        let before_failure = self.fail_after.map_or(usize::MAX, |n| n - self.given);
+        let n = buf
+            .len()
+            .min(self.step)
+            .min(self.data.len())
+            .min(before_failure);
+        buf[..n].copy_from_slice(&self.data[..n]);
+        self.data = &self.data[n..];
+        self.given += n;
+        Ok(n)
+    }
+}
+
+/// `read_from` over a reader that returns a few bytes a call still stops exactly at each
+/// snapshot's end (two snapshots of both types in a row, then other data), and a reader that
+/// fails partway is `Io`, never a panic or a filter.
+#[test]
+fn read_from_a_trickling_stream_stops_exactly_at_each_snapshot() {
+    let (a, kept) = filled_in(Layout::Packed, Some(13), 40, 2, 200, 31);
+    let b = atomic_cuckoo::ExpandingFilter::builder()
+        .capacity(10)
+        .build()
+        .unwrap();
+    (0..100u64).for_each(|i| b.insert(&i).unwrap());
+    let (sa, sb) = (a.to_bytes(), b.to_bytes());
+    let stream: Vec<u8> = [&sa[..], &sb[..], &sa[..], b"tail"].concat();
+    for step in [1, 3, 7, 8, 13, 4096] {
+        let mut r = Trickle {
+            data: &stream,
+            step,
+            given: 0,
+            fail_after: None,
+        };
+        let first = CuckooFilter::read_from(&mut r).unwrap();
+        assert_eq!(r.given, sa.len(), "step {step}");
+        let second = atomic_cuckoo::ExpandingFilter::read_from(&mut r).unwrap();
+        assert_eq!(r.given, sa.len() + sb.len(), "step {step}");
+        let third = CuckooFilter::read_from(&mut r).unwrap();
+        assert_eq!(r.data, b"tail", "step {step}");
+        assert!(kept.iter().all(|k| first.contains(k) && third.contains(k)));
+        assert!((0..100u64).all(|i| second.contains(&i)));
+    }
+    for fail_after in [0, 5, 64, 100, sa.len() / 2, sa.len() - 8, sa.len() - 1] {
+        let mut r = Trickle {
+            data: &stream,
+            step: 5,
+            given: 0,
+            fail_after: Some(fail_after),
+        };
+        assert!(
+            matches!(CuckooFilter::read_from(&mut r), Err(PersistError::Io(_))),
+            "failing after {fail_after} bytes"
+        );
+    }
+}

@@ -436,3 +436,259 @@ fn len_and_is_empty_follow_inserts_and_removes() {
     assert!(f.remove("a") && f.remove("a"));
     assert!(f.is_empty());
 }
+
+/// Every damage to a `DUMP` payload is a typed error, never a panic or a filter: cut short by
+/// 1 to 20 bytes (inside the footer: `PayloadTruncated`) or to any prefix, bytes appended,
+/// every single flipped bit (the CRC-64 covers them all), for empty, small and grown filters
+/// and every RDB version.
+#[test]
+fn every_cut_append_and_flip_of_a_dump_payload_is_a_typed_error() {
+    let empty = RedisCuckooFilter::reserve(8).unwrap();
+    let small = RedisCuckooFilter::reserve(16).unwrap();
+    for i in 0..20u32 {
+        small.insert(i.to_le_bytes()).unwrap();
+    }
+    let grown = RedisCuckooFilter::builder()
+        .capacity(8)
+        .bucket_size(1)
+        .expansion(2)
+        .build()
+        .unwrap();
+    for i in 0..60u32 {
+        grown.insert(i.to_le_bytes()).unwrap();
+    }
+    assert!(grown.info().filters > 2);
+    let mut flips = 0;
+    for (name, f) in [("empty", &empty), ("small", &small), ("grown", &grown)] {
+        for version in 9..=12 {
+            let payload = f.dump_payload(version);
+            let back = RedisCuckooFilter::from_dump_payload(&payload).unwrap();
+            assert_eq!(back.info(), f.info(), "{name}");
+            for cut in 1..=20.min(payload.len()) {
+                let short = &payload[..payload.len() - cut];
+                let error = RedisCuckooFilter::from_dump_payload(short)
+                    .err()
+                    .unwrap_or_else(|| panic!("{name} v{version}: cut by {cut} loaded"));
+                if cut <= 8 {
+                    assert_eq!(
+                        error,
+                        LoadError::PayloadTruncated {
+                            len: short.len(),
+                            missing: cut
+                        },
+                        "{name} v{version}"
+                    );
+                }
+            }
+            for len in 0..payload.len() {
+                assert!(
+                    RedisCuckooFilter::from_dump_payload(&payload[..len]).is_err(),
+                    "{name} v{version}: a {len}-byte prefix loaded"
+                );
+            }
+            for extra in 1..=20usize {
+                let mut long = payload.clone();
+                long.extend((0..extra).map(|i| i as u8));
+                assert!(
+                    RedisCuckooFilter::from_dump_payload(&long).is_err(),
+                    "{name} v{version}: {extra} bytes appended loaded"
+                );
+                // Its own footer appended again: still refused.
+                let mut twice = payload.clone();
+                twice.extend_from_slice(&payload[payload.len() - extra.min(10)..]);
+                assert!(RedisCuckooFilter::from_dump_payload(&twice).is_err());
+            }
+            for i in 0..payload.len() {
+                for bit in 0..8 {
+                    let mut bad = payload.clone();
+                    bad[i] ^= 1 << bit;
+                    flips += 1;
+                    assert!(
+                        RedisCuckooFilter::from_dump_payload(&bad).is_err(),
+                        "{name} v{version}: byte {i} bit {bit} loaded"
+                    );
+                }
+            }
+        }
+    }
+    println!("{flips} single-bit flips, all refused");
+}
+
+/// Clones of an empty, a grown and a compacted filter are the same filter byte for byte.
+#[test]
+fn clones_of_empty_grown_and_compacted_filters_are_byte_for_byte_the_same() {
+    let f = RedisCuckooFilter::builder()
+        .capacity(8)
+        .bucket_size(2)
+        .expansion(1)
+        .build()
+        .unwrap();
+    let same = |f: &RedisCuckooFilter, copy: &RedisCuckooFilter| {
+        assert_eq!(copy.info(), f.info());
+        assert_eq!(copy.scandump(), f.scandump());
+        assert_eq!(copy.dump_payload(9), f.dump_payload(9));
+        assert_eq!((copy.len(), copy.is_empty()), (f.len(), f.is_empty()));
+    };
+    same(&f, &f.clone());
+    assert!(f.clone().is_empty());
+    for i in 0..200u32 {
+        f.insert(i.to_le_bytes()).unwrap();
+    }
+    same(&f, &f.clone());
+    for i in 0..180u32 {
+        assert!(f.remove(i.to_le_bytes()));
+    }
+    f.compact();
+    let copy = f.clone();
+    same(&f, &copy);
+    // The copy goes on like the original: the same inserts give the same bytes.
+    for i in 1_000..1_300u32 {
+        assert_eq!(
+            copy.insert(i.to_le_bytes()).is_ok(),
+            f.insert(i.to_le_bytes()).is_ok()
+        );
+    }
+    same(&f, &copy);
+    for i in 0..200u32 {
+        let _ = f.remove(i.to_le_bytes());
+    }
+    f.compact();
+    same(&f, &f.clone());
+}
+
+/// A clone taken while writers insert, remove and compact is a state that existed: every item
+/// whose insert returned before the clone began is in it, its counters agree with its own
+/// slots (its scandump restores to the same `info`), and it is independent of the original.
+/// Tiny tables, so that inserts kick, grow and compaction moves fingerprints back.
+#[test]
+fn a_clone_under_writers_and_compaction_holds_every_item_inserted_before_it() {
+    let seed = common::seed("redis clone under writers");
+    for (round, capacity) in [8u64, 16, 32, 64].into_iter().enumerate() {
+        let f = Arc::new(
+            RedisCuckooFilter::builder()
+                .capacity(capacity)
+                .bucket_size(2)
+                .expansion(2)
+                .build()
+                .unwrap(),
+        );
+        let stop = Arc::new(AtomicBool::new(false));
+        const WRITERS: usize = 2;
+        let progress: Arc<Vec<std::sync::atomic::AtomicUsize>> =
+            Arc::new((0..WRITERS).map(|_| Default::default()).collect());
+        let item = |w: usize, i: usize| format!("w{w}-{i}");
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let (f, stop, progress) = (f.clone(), stop.clone(), progress.clone());
+                thread::spawn(move || {
+                    let mut i = 0;
+                    while !stop.load(Ordering::Relaxed) && i < 1_500 {
+                        f.insert(item(w, i)).unwrap();
+                        i += 1;
+                        progress[w].store(i, Ordering::Release);
+                    }
+                })
+            })
+            .collect();
+        let churn = {
+            let (f, stop) = (f.clone(), stop.clone());
+            thread::spawn(move || {
+                let mut rng = common::Rng::new(seed ^ round as u64);
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let k = format!("churn-{}", rng.below(64));
+                    if f.insert(&k).is_ok() {
+                        assert!(f.remove(&k));
+                    }
+                    n += 1;
+                    if n.is_multiple_of(32) {
+                        f.compact();
+                    }
+                }
+            })
+        };
+        let (mut clones, mut mid_way) = (0, 0);
+        loop {
+            let before: Vec<usize> = progress.iter().map(|p| p.load(Ordering::Acquire)).collect();
+            let done = before.iter().all(|&n| n == 1_500);
+            if done && clones >= 30 {
+                break;
+            }
+            clones += 1;
+            mid_way += usize::from(!done && before.iter().any(|&n| n > 0));
+            // The filter's own clone, not the `Arc`'s.
+            let copy = RedisCuckooFilter::clone(&f);
+            for (w, &n) in before.iter().enumerate() {
+                for i in 0..n {
+                    assert!(
+                        copy.contains(item(w, i)),
+                        "capacity {capacity}: {} inserted before the clone is missing",
+                        item(w, i)
+                    );
+                }
+            }
+            let info = copy.info();
+            assert_eq!(info.items, copy.len() as u64);
+            assert_eq!(copy.clone().info(), info);
+            let payload = copy.dump_payload(PORTABLE_RDB_VERSION);
+            let back = RedisCuckooFilter::from_dump_payload(&payload).expect("a clone's dump");
+            assert_eq!(
+                back.info(),
+                info,
+                "the copy's counters agree with its slots"
+            );
+            assert_eq!(back.dump_payload(PORTABLE_RDB_VERSION), payload);
+            let chunks = copy.scandump();
+            if !copy.is_empty() {
+                let back = RedisCuckooFilter::from_chunks(chunks.iter().map(|(i, c)| (*i, &c[..])))
+                    .expect("a clone's scandump restores");
+                assert_eq!(back.info(), info);
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        writers.into_iter().for_each(|t| t.join().unwrap());
+        churn.join().unwrap();
+        println!("capacity {capacity}: {clones} clones, {mid_way} while the writers ran");
+    }
+}
+
+/// A whole payload written for an RDB version outside 9..=12 is `RdbVersion` with that
+/// version, never `PayloadTruncated` (the truncation check must not fire on a whole footer).
+#[test]
+fn a_whole_payload_of_another_rdb_version_is_not_reported_as_truncated() {
+    let f = RedisCuckooFilter::reserve(32).unwrap();
+    for i in 0..30u32 {
+        f.insert(i.to_le_bytes()).unwrap();
+    }
+    for version in [0u16, 1, 8, 13, 255, 256, 2304, 0xFFFF] {
+        let payload = f.dump_payload(version);
+        assert_eq!(
+            RedisCuckooFilter::from_dump_payload(&payload).unwrap_err(),
+            LoadError::RdbVersion { version },
+            "version {version}"
+        );
+    }
+}
+
+/// A clone keeps the settings that no export carries: a filter at its `max_expansions` limit
+/// clones into one that refuses the same inserts, and a copy that has room grows on alike.
+#[test]
+fn a_clone_keeps_max_expansions() {
+    let f = RedisCuckooFilter::builder()
+        .capacity(4)
+        .bucket_size(1)
+        .max_expansions(2)
+        .build()
+        .unwrap();
+    let err = (0..100u32)
+        .map(|i| f.insert(i.to_string()))
+        .find_map(Result::err)
+        .unwrap();
+    assert_eq!(err, RedisInsertError::MaxExpansionsReached);
+    let copy = f.clone();
+    assert_eq!(copy.info(), f.info());
+    for item in ["anything", "else", "at", "all"] {
+        assert_eq!(copy.insert(item), f.insert(item), "{item}");
+    }
+    assert_eq!(copy.scandump(), f.scandump());
+}
