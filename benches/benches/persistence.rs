@@ -1,6 +1,7 @@
 //! Snapshot speed: `to_bytes`, `from_bytes` and `read_from` on a filter of 50M items (80 MiB),
 //! to and from memory. `ATOMIC_CUCKOO_BENCH_ITEMS` sets another size.
-//! `cargo bench --bench persistence` (about two minutes).
+//! `cargo bench --bench persistence` (about two minutes); a name filter that matches none of
+//! `snapshot/{items}/{to_bytes,from_bytes,read_from}` stops the run and lists them.
 
 use std::time::Duration;
 

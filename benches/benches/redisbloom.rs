@@ -10,9 +10,9 @@
 //!
 //! `cargo bench -p peer-benches --bench redisbloom` measures 1M and 50M items; narrow it with
 //! `ATOMIC_CUCKOO_BENCH_SIZES=1m` (or `50m`) and criterion's name filter
-//! (`… -- rb_contains`). A fill of 50M items takes seconds, so at 50M the inserts are left
-//! to `benches/redisbloom_quick.rs` (best of a few rounds of a timed loop) unless
-//! `ATOMIC_CUCKOO_BENCH_50M_INSERTS=1`.
+//! (`… -- rb_contains`; a filter that matches no id stops the run and lists the ids). A fill
+//! of 50M items takes seconds, so at 50M the inserts are left to `benches/redisbloom_quick.rs`
+//! (best of a few rounds of a timed loop) unless `ATOMIC_CUCKOO_BENCH_50M_INSERTS=1`.
 
 use std::hint::black_box;
 use std::time::Duration;
