@@ -451,7 +451,9 @@ fn all(c: &mut Criterion, size: &Size) {
 }
 
 /// The ids of `all`'s benchmarks at the size labelled `label` (`group/size/filter`), in the
-/// order it runs them.
+/// order it runs them: what a name filter is checked against before anything is set up. A
+/// group added to `all` must be added here (`.ci/run` compares these ids with criterion's own
+/// `--list`).
 fn ids(label: &str) -> Vec<String> {
     let threads = thread_counts();
     let groups = |ops: &[&str]| ops.iter().map(|op| op.to_string()).collect::<Vec<_>>();

@@ -114,7 +114,9 @@ fn measures_inserts(items: usize) -> bool {
     !Size::is_large_count(items) || std::env::var_os("ATOMIC_CUCKOO_BENCH_50M_INSERTS").is_some()
 }
 
-/// The benchmark ids at the size labelled `label` (`rb_{op}/size/contender`).
+/// The benchmark ids at the size labelled `label` (`rb_{op}/size/contender`): what a name
+/// filter is checked against before anything is set up (`.ci/run` compares them with
+/// criterion's own `--list`).
 fn ids(items: usize, label: &str) -> Vec<String> {
     let mut names = Names(Vec::new());
     each_contender(&mut names);
