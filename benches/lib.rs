@@ -3,6 +3,7 @@
 
 pub mod peers;
 pub mod redisbloom;
+pub mod selection;
 
 /// `n` keys from SplitMix64 seeded with `seed`: the same keys for every filter and every run.
 pub fn splitmix(seed: u64, n: usize) -> Vec<u64> {
@@ -21,7 +22,13 @@ pub fn splitmix(seed: u64, n: usize) -> Vec<u64> {
 /// The sizes the quick benches (`grown_quick`, `fill_quick`) run at: `ATOMIC_CUCKOO_BENCH_SIZES`,
 /// comma-separated `1m` and `50m` (default `1m`).
 pub fn quick_sizes() -> Vec<(usize, &'static str)> {
-    let wanted = std::env::var("ATOMIC_CUCKOO_BENCH_SIZES").unwrap_or_else(|_| "1m".into());
+    bench_sizes("1m")
+}
+
+/// The sizes of `ATOMIC_CUCKOO_BENCH_SIZES` (`default` when unset), comma-separated `1m` and
+/// `50m`: the item counts, and their labels in benchmark ids (`1M`, `50M`).
+pub fn bench_sizes(default: &str) -> Vec<(usize, &'static str)> {
+    let wanted = std::env::var("ATOMIC_CUCKOO_BENCH_SIZES").unwrap_or_else(|_| default.into());
     wanted
         .split(',')
         .map(|s| match s.trim() {

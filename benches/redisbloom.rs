@@ -156,7 +156,8 @@ pub struct Size {
 }
 
 impl Size {
-    fn new(label: &'static str, items: usize) -> Self {
+    /// The keys for `items` items, labelled `label` in benchmark ids.
+    pub fn new(label: &'static str, items: usize) -> Self {
         let insert = crate::splitmix(1, items);
         let stride = items.div_ceil(MAX_PROBES).max(1);
         Size {
@@ -175,7 +176,12 @@ impl Size {
 
     /// Whether the filters outgrow the caches.
     pub fn is_large(&self) -> bool {
-        self.items > 10_000_000
+        Size::is_large_count(self.items)
+    }
+
+    /// Whether filters for `items` items outgrow the caches.
+    pub fn is_large_count(items: usize) -> bool {
+        items > 10_000_000
     }
 }
 
@@ -185,14 +191,9 @@ impl Size {
 ///
 /// On a size other than `1m` and `50m`.
 pub fn sizes() -> Vec<Size> {
-    let wanted = std::env::var("ATOMIC_CUCKOO_BENCH_SIZES").unwrap_or_else(|_| "1m,50m".into());
-    wanted
-        .split(',')
-        .map(|w| match w.trim() {
-            "1m" => Size::new("1M", 1_000_000),
-            "50m" => Size::new("50M", 50_000_000),
-            other => panic!("unknown size {other:?} (use 1m, 50m)"),
-        })
+    crate::bench_sizes("1m,50m")
+        .into_iter()
+        .map(|(items, label)| Size::new(label, items))
         .collect()
 }
 

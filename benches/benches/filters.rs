@@ -1,11 +1,13 @@
 //! atomic-cuckoo against the filters its users would otherwise pick, measured in one run so that
-//! ratios can be read off one report (`python3 benches/report.py` prints them from criterion's
-//! output).
+//! ratios can be read off one report (`python3 benches/benches/report.py` prints them from
+//! criterion's output).
 //!
 //! `cargo bench --bench filters` runs everything: sizes of 1M items (fits in cache) and 50M
 //! (DRAM), about 40 minutes on a 2-core machine and under 4 GiB of memory. Narrow it with
-//! `ATOMIC_CUCKOO_BENCH_SIZES=1m` (or `50m`) and criterion's name filter
-//! (`cargo bench --bench filters -- lookup`).
+//! `ATOMIC_CUCKOO_BENCH_SIZES=1m` (or `50m`) and criterion's name filter, a regular expression
+//! searched in the ids `group/size/filter`
+//! (`ATOMIC_CUCKOO_BENCH_SIZES=1m cargo bench --bench filters -- lookup_negative/1M`; the size
+//! may be spelled `1m`). A filter that matches no id stops the run and lists the ids.
 //!
 //! Peers: `cuckoofilter` 0.5 alone and behind a `parking_lot::Mutex`, `atomic-cuckoo-filter`,
 //! `scalable_cuckoo_filter`, `fastbloom::AtomicBloomFilter` (no deletes), `xorf::BinaryFuse8`
@@ -15,18 +17,32 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion, SamplingMode, Throughput};
+use criterion::{BatchSize, Criterion, SamplingMode, Throughput};
 use parking_lot::Mutex;
 
 use atomic_cuckoo::CuckooFilter;
 use peer_benches::peers::{
     acf, bloom, classic, ours, ours_compact, ours_one_word, scalable, timed_threads, Shared, Solo,
 };
-use peer_benches::{bench_threads, splitmix};
+use peer_benches::selection::criterion_main;
+use peer_benches::{bench_sizes, bench_threads, splitmix};
 /// Keys probed per lookup measurement (positive: the first inserted keys; negative: fresh keys).
 const MAX_PROBES: usize = 10_000_000;
 /// Keys removed (and re-inserted, untimed) per delete measurement.
 const MAX_REMOVES: usize = 10_000_000;
+
+// The filters' names in the benchmark ids (`group/size/name`).
+const OURS: &str = "atomic-cuckoo";
+const OURS_COMPACT: &str = "atomic-cuckoo compact";
+const OURS_ONE_WORD: &str = "atomic-cuckoo one-word";
+const OURS_MANY: &str = "atomic-cuckoo contains_many";
+const BASELINE: &str = "baseline: 2 random reads";
+const CLASSIC: &str = "cuckoofilter";
+const CLASSIC_LOCKED: &str = "Mutex<cuckoofilter>";
+const ACF: &str = "atomic-cuckoo-filter";
+const SCALABLE: &str = "scalable_cuckoo_filter";
+const BLOOM: &str = "fastbloom AtomicBloomFilter";
+const XORF: &str = "xorf BinaryFuse8 (static)";
 
 /// One benchmark size: the keys every filter gets.
 struct Size {
@@ -57,19 +73,6 @@ impl Size {
     fn is_large(&self) -> bool {
         self.items > 10_000_000
     }
-}
-
-fn sizes() -> Vec<Size> {
-    let wanted = std::env::var("ATOMIC_CUCKOO_BENCH_SIZES").unwrap_or_else(|_| "1m,50m".into());
-    let mut sizes = Vec::new();
-    for w in wanted.split(',') {
-        match w.trim() {
-            "1m" => sizes.push(Size::new("1M", 1_000_000)),
-            "50m" => sizes.push(Size::new("50M", 50_000_000)),
-            other => panic!("unknown size {other:?} (use 1m, 50m)"),
-        }
-    }
-    sizes
 }
 
 fn configure(
@@ -315,7 +318,7 @@ fn bench_batch_and_baseline(c: &mut Criterion, size: &Size, filter: &CuckooFilte
         let mut group = c.benchmark_group(format!("{op}/{}", size.label));
         configure(&mut group, size);
         group.throughput(Throughput::Elements(keys.len() as u64));
-        group.bench_function("atomic-cuckoo contains_many", |b| {
+        group.bench_function(OURS_MANY, |b| {
             b.iter(|| {
                 filter.contains_many(keys, &mut results);
                 results.iter().filter(|&&r| r).count()
@@ -329,7 +332,7 @@ fn bench_batch_and_baseline(c: &mut Criterion, size: &Size, filter: &CuckooFilte
     let mut group = c.benchmark_group(format!("lookup_positive/{}", size.label));
     configure(&mut group, size);
     group.throughput(Throughput::Elements(ops as u64));
-    group.bench_function("baseline: 2 random reads", |b| {
+    group.bench_function(BASELINE, |b| {
         b.iter(|| {
             let (mut x, mut acc) = (0x1234_5678_9ABC_DEF1u64, 0u64);
             for _ in 0..ops {
@@ -346,116 +349,173 @@ fn bench_batch_and_baseline(c: &mut Criterion, size: &Size, filter: &CuckooFilte
     group.finish();
 }
 
-fn all(c: &mut Criterion) {
-    for size in sizes() {
-        println!(
-            "== {} items: {} inserted keys",
-            size.label,
-            size.insert.len()
-        );
-        {
-            let mut filter = ours(size.items);
-            fill(&mut filter, &size.insert);
-            bench_lookups(c, &size, "atomic-cuckoo", &filter);
-            bench_batch_and_baseline(c, &size, &filter);
-            bench_shared(c, &size, "atomic-cuckoo", &filter, true);
-            bench_remove(c, &size, "atomic-cuckoo", &mut filter);
-        }
-        bench_insert(c, &size, "atomic-cuckoo", ours);
-        // The other layouts: smaller (compact) and faster (one word per bucket).
-        for (name, build) in [
-            (
-                "atomic-cuckoo compact",
-                ours_compact as fn(usize) -> CuckooFilter,
-            ),
-            ("atomic-cuckoo one-word", ours_one_word),
-        ] {
-            let mut filter = build(size.items);
-            fill(&mut filter, &size.insert);
-            bench_lookups(c, &size, name, &filter);
-            drop(filter);
-            bench_insert(c, &size, name, build);
-        }
-        bench_threaded_insert(c, &size, "atomic-cuckoo", ours, None);
-        bench_threaded_insert(
-            c,
-            &size,
-            "atomic-cuckoo",
-            ours,
-            Some(|f: &CuckooFilter, keys: &[u64]| {
-                black_box(f.insert_many(keys).is_ok());
-            }),
-        );
+/// Every benchmark of one size, peer by peer.
+fn all(c: &mut Criterion, size: &Size) {
+    println!(
+        "== {} items: {} inserted keys",
+        size.label,
+        size.insert.len()
+    );
+    {
+        let mut filter = ours(size.items);
+        fill(&mut filter, &size.insert);
+        bench_lookups(c, size, OURS, &filter);
+        bench_batch_and_baseline(c, size, &filter);
+        bench_shared(c, size, OURS, &filter, true);
+        bench_remove(c, size, OURS, &mut filter);
+    }
+    bench_insert(c, size, OURS, ours);
+    // The other layouts: smaller (compact) and faster (one word per bucket).
+    for (name, build) in [
+        (OURS_COMPACT, ours_compact as fn(usize) -> CuckooFilter),
+        (OURS_ONE_WORD, ours_one_word),
+    ] {
+        let mut filter = build(size.items);
+        fill(&mut filter, &size.insert);
+        bench_lookups(c, size, name, &filter);
+        drop(filter);
+        bench_insert(c, size, name, build);
+    }
+    bench_threaded_insert(c, size, OURS, ours, None);
+    bench_threaded_insert(
+        c,
+        size,
+        OURS,
+        ours,
+        Some(|f: &CuckooFilter, keys: &[u64]| {
+            black_box(f.insert_many(keys).is_ok());
+        }),
+    );
 
-        bench_filled_solo(c, &size, "cuckoofilter", classic, true);
-        bench_insert(c, &size, "cuckoofilter", classic);
-        {
-            let shared = Mutex::new(classic(size.items));
-            for k in &size.insert {
-                Shared::insert(&shared, k);
-            }
-            bench_shared(c, &size, "Mutex<cuckoofilter>", &shared, true);
+    bench_filled_solo(c, size, CLASSIC, classic, true);
+    bench_insert(c, size, CLASSIC, classic);
+    {
+        let shared = Mutex::new(classic(size.items));
+        for k in &size.insert {
+            Shared::insert(&shared, k);
         }
+        bench_shared(c, size, CLASSIC_LOCKED, &shared, true);
+    }
 
-        {
-            let filter = acf(size.items);
-            for k in &size.insert {
-                Shared::insert(&filter, k);
-            }
-            bench_lookups(c, &size, "atomic-cuckoo-filter", &filter);
-            bench_shared(c, &size, "atomic-cuckoo-filter", &filter, true);
+    {
+        let filter = acf(size.items);
+        for k in &size.insert {
+            Shared::insert(&filter, k);
         }
-        bench_insert(c, &size, "atomic-cuckoo-filter", acf);
-        bench_threaded_insert(c, &size, "atomic-cuckoo-filter", acf, None);
-        bench_threaded_insert(
-            c,
-            &size,
-            "Mutex<cuckoofilter>",
-            |n| Mutex::new(classic(n)),
-            None,
-        );
+        bench_lookups(c, size, ACF, &filter);
+        bench_shared(c, size, ACF, &filter, true);
+    }
+    bench_insert(c, size, ACF, acf);
+    bench_threaded_insert(c, size, ACF, acf, None);
+    bench_threaded_insert(c, size, CLASSIC_LOCKED, |n| Mutex::new(classic(n)), None);
 
-        bench_filled_solo(c, &size, "scalable_cuckoo_filter", scalable, true);
-        bench_insert(c, &size, "scalable_cuckoo_filter", scalable);
+    bench_filled_solo(c, size, SCALABLE, scalable, true);
+    bench_insert(c, size, SCALABLE, scalable);
 
-        {
-            let mut filter = bloom(size.items);
-            fill(&mut filter, &size.insert);
-            bench_lookups(c, &size, "fastbloom AtomicBloomFilter", &filter);
-            bench_shared(c, &size, "fastbloom AtomicBloomFilter", &filter, false);
-        }
-        bench_insert(c, &size, "fastbloom AtomicBloomFilter", bloom);
-        bench_threaded_insert(c, &size, "fastbloom AtomicBloomFilter", bloom, None);
+    {
+        let mut filter = bloom(size.items);
+        fill(&mut filter, &size.insert);
+        bench_lookups(c, size, BLOOM, &filter);
+        bench_shared(c, size, BLOOM, &filter, false);
+    }
+    bench_insert(c, size, BLOOM, bloom);
+    bench_threaded_insert(c, size, BLOOM, bloom, None);
 
-        {
-            let fuse = xorf::BinaryFuse8::try_from(&size.insert[..]).unwrap();
-            let mut group = c.benchmark_group(format!("lookup_positive/{}", size.label));
-            configure(&mut group, &size);
-            group.throughput(Throughput::Elements(size.present().len() as u64));
-            group.bench_function("xorf BinaryFuse8 (static)", |b| {
-                b.iter(|| {
-                    size.present()
-                        .iter()
-                        .filter(|k| xorf::Filter::contains(&fuse, *k))
-                        .count()
-                })
-            });
-            group.finish();
-            let mut group = c.benchmark_group(format!("lookup_negative/{}", size.label));
-            configure(&mut group, &size);
-            group.throughput(Throughput::Elements(size.absent.len() as u64));
-            group.bench_function("xorf BinaryFuse8 (static)", |b| {
-                b.iter(|| {
-                    size.absent
-                        .iter()
-                        .filter(|k| xorf::Filter::contains(&fuse, *k))
-                        .count()
-                })
-            });
-            group.finish();
-        }
+    {
+        let fuse = xorf::BinaryFuse8::try_from(&size.insert[..]).unwrap();
+        let mut group = c.benchmark_group(format!("lookup_positive/{}", size.label));
+        configure(&mut group, size);
+        group.throughput(Throughput::Elements(size.present().len() as u64));
+        group.bench_function(XORF, |b| {
+            b.iter(|| {
+                size.present()
+                    .iter()
+                    .filter(|k| xorf::Filter::contains(&fuse, *k))
+                    .count()
+            })
+        });
+        group.finish();
+        let mut group = c.benchmark_group(format!("lookup_negative/{}", size.label));
+        configure(&mut group, size);
+        group.throughput(Throughput::Elements(size.absent.len() as u64));
+        group.bench_function(XORF, |b| {
+            b.iter(|| {
+                size.absent
+                    .iter()
+                    .filter(|k| xorf::Filter::contains(&fuse, *k))
+                    .count()
+            })
+        });
+        group.finish();
     }
 }
 
-criterion_group!(benches, all);
-criterion_main!(benches);
+/// The ids of `all`'s benchmarks at the size labelled `label` (`group/size/filter`), in the
+/// order it runs them: what a name filter is checked against before anything is set up. A
+/// group added to `all` must be added here (`.ci/run` compares these ids with criterion's own
+/// `--list`).
+fn ids(label: &str) -> Vec<String> {
+    let threads = thread_counts();
+    let groups = |ops: &[&str]| ops.iter().map(|op| op.to_string()).collect::<Vec<_>>();
+    let per_thread = |op: &str| -> Vec<String> {
+        threads
+            .iter()
+            .map(|t| format!("{op}_{t}_threads"))
+            .collect()
+    };
+    let lookups = groups(&["lookup_positive", "lookup_negative"]);
+    // `bench_shared`: threaded lookups, then (with `mixed`) the mix on one thread and on each
+    // thread count above one.
+    let shared = |mixed: bool| -> Vec<String> {
+        let mut groups = per_thread("lookup");
+        if mixed {
+            let mixed = std::iter::once(1).chain(threads.iter().copied().filter(|&t| t > 1));
+            groups.extend(mixed.map(|t| format!("mixed_90_10_{t}_threads")));
+        }
+        groups
+    };
+    let runs: Vec<(Vec<String>, &str)> = vec![
+        (lookups.clone(), OURS),
+        (lookups.clone(), OURS_MANY),
+        (groups(&["lookup_positive"]), BASELINE),
+        (shared(true), OURS),
+        (groups(&["remove", "insert"]), OURS),
+        (lookups.clone(), OURS_COMPACT),
+        (groups(&["insert"]), OURS_COMPACT),
+        (lookups.clone(), OURS_ONE_WORD),
+        (groups(&["insert"]), OURS_ONE_WORD),
+        (per_thread("insert"), OURS),
+        (per_thread("insert_many"), OURS),
+        (lookups.clone(), CLASSIC),
+        (groups(&["remove", "insert"]), CLASSIC),
+        (shared(true), CLASSIC_LOCKED),
+        (lookups.clone(), ACF),
+        (shared(true), ACF),
+        (groups(&["insert"]), ACF),
+        (per_thread("insert"), ACF),
+        (per_thread("insert"), CLASSIC_LOCKED),
+        (lookups.clone(), SCALABLE),
+        (groups(&["remove", "insert"]), SCALABLE),
+        (lookups.clone(), BLOOM),
+        (shared(false), BLOOM),
+        (groups(&["insert"]), BLOOM),
+        (per_thread("insert"), BLOOM),
+        (lookups, XORF),
+    ];
+    runs.iter()
+        .flat_map(|(groups, name)| groups.iter().map(move |g| format!("{g}/{label}/{name}")))
+        .collect()
+}
+
+fn main() {
+    let sizes = bench_sizes("1m,50m");
+    let every_id: Vec<String> = sizes.iter().flat_map(|&(_, label)| ids(label)).collect();
+    criterion_main("filters", &every_id, |c, selection| {
+        for (items, label) in sizes {
+            // A size none of whose benchmarks runs is not even filled.
+            if ids(label).iter().any(|id| selection.wants(id)) {
+                all(c, &Size::new(label, items));
+            }
+        }
+    });
+}

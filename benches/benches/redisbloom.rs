@@ -10,21 +10,27 @@
 //!
 //! `cargo bench -p peer-benches --bench redisbloom` measures 1M and 50M items; narrow it with
 //! `ATOMIC_CUCKOO_BENCH_SIZES=1m` (or `50m`) and criterion's name filter
-//! (`… -- rb_contains`). A fill of 50M items takes seconds, so at 50M the inserts are left
-//! to `benches/redisbloom_quick.rs` (best of a few rounds of a timed loop) unless
-//! `ATOMIC_CUCKOO_BENCH_50M_INSERTS=1`.
+//! (`… -- rb_contains`; a filter that matches no id stops the run and lists the ids). A fill
+//! of 50M items takes seconds, so at 50M the inserts are left to `benches/redisbloom_quick.rs`
+//! (best of a few rounds of a timed loop) unless `ATOMIC_CUCKOO_BENCH_50M_INSERTS=1`.
 
 use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{
-    criterion_group, criterion_main, measurement::WallTime, BatchSize, BenchmarkGroup, Criterion,
-    SamplingMode, Throughput,
+    measurement::WallTime, BatchSize, BenchmarkGroup, Criterion, SamplingMode, Throughput,
 };
 
+use peer_benches::bench_sizes;
 use peer_benches::redisbloom::{
-    describe, each_contender, fill, fill_many, hits, hits_many, sizes, Contender, Size, Visit,
+    describe, each_contender, fill, fill_many, hits, hits_many, Contender, Size, Visit,
 };
+use peer_benches::selection::criterion_main;
+
+/// The lookup groups (`rb_{op}/size`), each with its batched twin (`contains_many`).
+const LOOKUPS: [&str; 2] = ["contains_present", "contains_absent"];
+/// The insert groups: one key at a time, and batched.
+const INSERTS: [&str; 2] = ["insert", "insert_many"];
 
 fn group<'c>(
     c: &'c mut Criterion,
@@ -61,10 +67,7 @@ impl Visit for Bench<'_> {
         let filter = F::build(size.items);
         let stored = fill(&filter, &size.insert);
         println!("{}", describe(name, size, &filter, stored));
-        for (op, keys) in [
-            ("contains_present", size.present()),
-            ("contains_absent", &size.absent[..]),
-        ] {
+        for (op, keys) in LOOKUPS.into_iter().zip([size.present(), &size.absent[..]]) {
             let mut g = group(self.c, op, size, keys.len());
             g.bench_function(name, |b| b.iter(|| hits(&filter, keys)));
             g.finish();
@@ -82,8 +85,8 @@ impl Visit for Bench<'_> {
         if !self.inserts {
             return;
         }
-        let fills: [(&str, Fill<F>); 2] = [("insert", fill), ("insert_many", fill_many)];
-        for (op, fill) in fills {
+        let fills: [Fill<F>; 2] = [fill, fill_many];
+        for (op, fill) in INSERTS.into_iter().zip(fills) {
             let mut g = group(self.c, op, size, size.insert.len());
             g.bench_function(name, |b| {
                 b.iter_batched_ref(
@@ -97,17 +100,56 @@ impl Visit for Bench<'_> {
     }
 }
 
-fn all(c: &mut Criterion) {
-    let large_inserts = std::env::var_os("ATOMIC_CUCKOO_BENCH_50M_INSERTS").is_some();
-    for size in sizes() {
-        let inserts = !size.is_large() || large_inserts;
-        each_contender(&mut Bench {
-            c,
-            size: &size,
-            inserts,
-        });
+/// The contenders' names, in the order they run.
+struct Names(Vec<&'static str>);
+
+impl Visit for Names {
+    fn visit<F: Contender>(&mut self, name: &'static str) {
+        self.0.push(name);
     }
 }
 
-criterion_group!(benches, all);
-criterion_main!(benches);
+/// Whether the inserts are measured at a size of `items` items.
+fn measures_inserts(items: usize) -> bool {
+    !Size::is_large_count(items) || std::env::var_os("ATOMIC_CUCKOO_BENCH_50M_INSERTS").is_some()
+}
+
+/// The benchmark ids at the size labelled `label` (`rb_{op}/size/contender`): what a name
+/// filter is checked against before anything is set up (`.ci/run` compares them with
+/// criterion's own `--list`).
+fn ids(items: usize, label: &str) -> Vec<String> {
+    let mut names = Names(Vec::new());
+    each_contender(&mut names);
+    let mut ops: Vec<String> = LOOKUPS
+        .iter()
+        .flat_map(|op| [op.to_string(), op.replace("contains", "contains_many")])
+        .collect();
+    if measures_inserts(items) {
+        ops.extend(INSERTS.map(String::from));
+    }
+    names
+        .0
+        .iter()
+        .flat_map(|name| ops.iter().map(move |op| format!("rb_{op}/{label}/{name}")))
+        .collect()
+}
+
+fn main() {
+    let sizes = bench_sizes("1m,50m");
+    let every_id: Vec<String> = sizes
+        .iter()
+        .flat_map(|&(items, label)| ids(items, label))
+        .collect();
+    criterion_main("redisbloom", &every_id, |c, selection| {
+        for (items, label) in sizes {
+            // A size none of whose benchmarks runs is not even generated.
+            if ids(items, label).iter().any(|id| selection.wants(id)) {
+                each_contender(&mut Bench {
+                    c,
+                    size: &Size::new(label, items),
+                    inserts: measures_inserts(items),
+                });
+            }
+        }
+    });
+}

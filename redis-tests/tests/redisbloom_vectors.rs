@@ -1,8 +1,8 @@
 //! Replays the reference vectors recorded from a live Redis 7.0.15 + RedisBloom 2.8.2
 //! (`tests/data/redisbloom/` at the repository root, see its README) without a server: every
 //! reply, every CF.INFO and every SCANDUMP byte of `RedisCuckooFilter` must equal the server's.
-//! They run with the library's own tests (`cargo test --workspace`); they live here because
-//! they read JSON, and this package's JSON parser stays out of the library's build.
+//! They need no server (`cargo test -p redis-tests`); they live here because they read JSON,
+//! and this package's JSON parser stays out of the library's build.
 
 use atomic_cuckoo::redisbloom::{RedisCuckooFilter, RedisInfo, RedisInsertError};
 use serde_json::{json, Value};
