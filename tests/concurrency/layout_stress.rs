@@ -2,7 +2,7 @@
 //! through the stable items' buckets), while readers check that every stable item stays present
 //! (single and batched lookups).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use atomic_cuckoo::{CuckooFilter, Layout};
@@ -31,9 +31,12 @@ fn stress(layout: Layout, bits: u32, seed: u64, millis: u64) {
     }
     let stable = Arc::new(stable);
     let stop = Arc::new(AtomicBool::new(false));
+    // Work done so far, so that the run lasts until every thread has done some (a busy machine
+    // may not schedule a thread within the planned time).
+    let (writer_ops, reader_rounds) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let mut handles = Vec::new();
     for w in 0..2u64 {
-        let (filter, stop) = (filter.clone(), stop.clone());
+        let (filter, stop, writer_ops) = (filter.clone(), stop.clone(), writer_ops.clone());
         handles.push(std::thread::spawn(move || {
             let mut rng = Rng::new(seed ^ w.wrapping_mul(0x9E37));
             let mut mine: Vec<u64> = Vec::new();
@@ -50,6 +53,7 @@ fn stress(layout: Layout, bits: u32, seed: u64, millis: u64) {
                     assert!(filter.remove(&key), "remove of own key {key} failed");
                 }
                 ops += 1;
+                writer_ops.fetch_add(1, Ordering::Relaxed);
             }
             for key in &mine {
                 assert!(filter.contains(key), "writer's own key {key} missing");
@@ -59,6 +63,7 @@ fn stress(layout: Layout, bits: u32, seed: u64, millis: u64) {
     }
     let reader = {
         let (filter, stop, stable) = (filter.clone(), stop.clone(), stable.clone());
+        let reader_rounds = reader_rounds.clone();
         std::thread::spawn(move || {
             let mut results = Vec::new();
             let mut rounds = 0u64;
@@ -75,11 +80,20 @@ fn stress(layout: Layout, bits: u32, seed: u64, millis: u64) {
                     "stable item missing in contains_many ({layout:?} bits={bits})"
                 );
                 rounds += 1;
+                reader_rounds.fetch_add(1, Ordering::Relaxed);
             }
             rounds
         })
     };
     std::thread::sleep(std::time::Duration::from_millis(millis));
+    // Then until the reader has checked every stable item at least twice and the writers have
+    // changed the table meanwhile (a minute at most: a thread that never runs is a failure).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while (reader_rounds.load(Ordering::Relaxed) < 2 || writer_ops.load(Ordering::Relaxed) < 100)
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
     stop.store(true, Ordering::Relaxed);
     let ops: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
     let rounds = reader.join().unwrap();
