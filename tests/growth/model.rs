@@ -164,8 +164,15 @@ fn run_case(seed: u64, case_no: usize, c: &Case, rng: &mut Rng, steps: usize) ->
                     check_all(&f, &m, &ctx);
                 }
                 // A key inserted again: its own copies may fill its buckets; nothing changes.
+                // Or a key that collides completely with one whose copies fill them (narrow
+                // fingerprints, tiny tables): it counts as a copy of that one, as documented,
+                // so the filter already finds it.
                 Err(InsertError::ItemBucketsFull) => {
-                    assert!(m.copies(key) > 0, "stuck without a copy ({})", ctx());
+                    assert!(
+                        m.copies(key) > 0 || f.count(&key) > 0,
+                        "stuck without a copy ({})",
+                        ctx()
+                    );
                     assert_eq!((f.len(), f.levels()), (len0, levels0), "({})", ctx());
                     check_all(&f, &m, &ctx);
                 }
