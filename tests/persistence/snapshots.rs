@@ -1262,3 +1262,72 @@ fn read_from_a_trickling_stream_stops_exactly_at_each_snapshot() {
         );
     }
 }
+
+/// Snapshots of static filters, one per layout and width, written by the build whose format is
+/// version 3 (`tests/data/snapshots-v3/static-*`): `capacity(1_000)`, then
+/// `fingerprint_bits(b)` with the 700 items `7i + 1`, or `false_positive_rate(p)` with 1,000 of
+/// them, or nothing. Every one loads with every item, both ways, keeps its layout, width, target
+/// rate and length, and saves again to the very same bytes: a later build must keep reading the
+/// snapshots users have stored.
+#[test]
+fn static_snapshots_of_every_layout_and_width_load_with_every_item_and_save_the_same_bytes() {
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/snapshots-v3");
+    let layouts = [
+        ("oneword", Layout::OneWord),
+        ("packed", Layout::Packed),
+        ("compact", Layout::Compact),
+    ];
+    // (file, layout, fingerprint bits, target rate, items)
+    let mut cases: Vec<(String, Layout, u32, Option<f64>, u64)> = Vec::new();
+    for (name, layout) in layouts {
+        for bits in [4u32, 5, 8, 12, 13, 16, 32] {
+            cases.push((
+                format!("static-{name}-{bits}bit-700"),
+                layout,
+                bits,
+                None,
+                700,
+            ));
+        }
+        let rated = match layout {
+            Layout::OneWord => [("3pct", 0.03, 9), ("1pct", 0.01, 12), ("0.1pct", 0.001, 16)],
+            _ => [("3pct", 0.03, 8), ("1pct", 0.01, 10), ("0.1pct", 0.001, 13)],
+        };
+        for (rate_name, rate, bits) in rated {
+            let file = format!("static-{name}-rate-{rate_name}-1000");
+            cases.push((file, layout, bits, Some(rate), 1_000));
+        }
+    }
+    cases.push((
+        "static-packed-rate-1pct-empty".into(),
+        Layout::Packed,
+        10,
+        Some(0.01),
+        0,
+    ));
+    for (file, layout, bits, rate, items) in cases {
+        let bytes = std::fs::read(format!("{data}/{file}.snapshot")).unwrap();
+        for (how, filter) in [
+            ("from_bytes", CuckooFilter::from_bytes(&bytes)),
+            ("read_from", CuckooFilter::read_from(&bytes[..])),
+        ] {
+            let filter = filter.unwrap_or_else(|e| panic!("{file} ({how}): {e}"));
+            assert_eq!(
+                (filter.layout(), filter.fingerprint_bits()),
+                (layout, bits),
+                "{file} ({how})"
+            );
+            assert_eq!(filter.target_false_positive_rate(), rate, "{file} ({how})");
+            assert_eq!(filter.len() as u64, items, "{file} ({how})");
+            assert_eq!(filter.levels(), 1, "{file} ({how})");
+            let missing = (0..items)
+                .map(|i| i * 7 + 1)
+                .filter(|i| !filter.contains(i));
+            assert_eq!(missing.count(), 0, "{file} ({how}): items not found");
+            assert!(
+                filter.to_bytes() == bytes,
+                "{file} ({how}): saved to other bytes"
+            );
+        }
+    }
+}
