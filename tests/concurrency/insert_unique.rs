@@ -298,26 +298,7 @@ fn racing_set_inserts_on_tiny_tables_have_one_winner_per_item_and_len_counts_win
             4 * capacity
         };
         let keys = common::distinct_keys(seed ^ round as u64, n);
-        let barrier = Barrier::new(THREADS);
-        let results: Vec<Vec<Option<bool>>> = thread::scope(|s| {
-            let handles: Vec<_> = (0..THREADS)
-                .map(|t| {
-                    let (set, keys, barrier) = (&set, &keys, &barrier);
-                    s.spawn(move || {
-                        barrier.wait();
-                        // Each thread walks the items from another place, so the races are
-                        // between inserts of the same item and of different ones at once.
-                        let mut out = vec![None; keys.len()];
-                        for j in 0..keys.len() {
-                            let i = (j + t * keys.len() / THREADS) % keys.len();
-                            out[i] = set.insert(&keys[i]).ok();
-                        }
-                        out
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        });
+        let results = race_set_inserts(&set, &keys, THREADS);
         let mut winners = 0;
         for (i, k) in keys.iter().enumerate() {
             let won = results.iter().filter(|r| r[i] == Some(true)).count();
@@ -415,24 +396,7 @@ fn racing_set_inserts_with_narrow_fingerprints_never_add_an_item_twice() {
             .build_set()
             .unwrap();
         let keys = common::distinct_keys(seed ^ round as u64, 3 * set.capacity());
-        let barrier = Barrier::new(THREADS);
-        let results: Vec<Vec<Option<bool>>> = thread::scope(|s| {
-            let handles: Vec<_> = (0..THREADS)
-                .map(|t| {
-                    let (set, keys, barrier) = (&set, &keys, &barrier);
-                    s.spawn(move || {
-                        barrier.wait();
-                        let mut out = vec![None; keys.len()];
-                        for j in 0..keys.len() {
-                            let i = (j + t * keys.len() / THREADS) % keys.len();
-                            out[i] = set.insert(&keys[i]).ok();
-                        }
-                        out
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        });
+        let results = race_set_inserts(&set, &keys, THREADS);
         let mut winners = 0;
         for (i, k) in keys.iter().enumerate() {
             let won = results.iter().filter(|r| r[i] == Some(true)).count();
@@ -451,4 +415,32 @@ fn racing_set_inserts_with_narrow_fingerprints_never_add_an_item_twice() {
             "round {round} ({bits} bits, {layout:?})"
         );
     }
+}
+
+/// `threads` threads insert every key into `set` at once, each walking the keys from another
+/// place, so the races are between inserts of the same item and of different ones at once.
+/// Returns each thread's answers, by key: `Some(added)`, or `None` for a refused insert.
+fn race_set_inserts(
+    set: &atomic_cuckoo::CuckooSet<u64>,
+    keys: &[u64],
+    threads: usize,
+) -> Vec<Vec<Option<bool>>> {
+    let barrier = Barrier::new(threads);
+    thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    barrier.wait();
+                    let mut out = vec![None; keys.len()];
+                    for j in 0..keys.len() {
+                        let i = (j + t * keys.len() / threads) % keys.len();
+                        out[i] = set.insert(&keys[i]).ok();
+                    }
+                    out
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
 }
