@@ -130,8 +130,8 @@ fn a_filter_without_expansion_reports_full_and_keeps_everything() {
     assert_eq!(f.info().items, stored.len() as u64);
 }
 
-#[test]
-fn max_expansions_is_checked_before_the_item() {
+/// A filter of two sub-filters at most, filled until an insert is refused for the limit.
+fn filled_to_its_max_expansions() -> RedisCuckooFilter {
     let f = RedisCuckooFilter::builder()
         .capacity(4)
         .bucket_size(1)
@@ -143,6 +143,12 @@ fn max_expansions_is_checked_before_the_item() {
         .find_map(Result::err)
         .unwrap();
     assert_eq!(err, RedisInsertError::MaxExpansionsReached);
+    f
+}
+
+#[test]
+fn max_expansions_is_checked_before_the_item() {
+    let f = filled_to_its_max_expansions();
     assert_eq!(f.info().filters, 2);
     assert_eq!(
         f.insert_unique("anything"),
@@ -674,17 +680,7 @@ fn a_whole_payload_of_another_rdb_version_is_not_reported_as_truncated() {
 /// clones into one that refuses the same inserts, and a copy that has room grows on alike.
 #[test]
 fn a_clone_keeps_max_expansions() {
-    let f = RedisCuckooFilter::builder()
-        .capacity(4)
-        .bucket_size(1)
-        .max_expansions(2)
-        .build()
-        .unwrap();
-    let err = (0..100u32)
-        .map(|i| f.insert(i.to_string()))
-        .find_map(Result::err)
-        .unwrap();
-    assert_eq!(err, RedisInsertError::MaxExpansionsReached);
+    let f = filled_to_its_max_expansions();
     let copy = f.clone();
     assert_eq!(copy.info(), f.info());
     for item in ["anything", "else", "at", "all"] {
