@@ -49,20 +49,53 @@
 /// Keeps one of each distinct hash, in an order unrelated to the bits that choose buckets and
 /// fingerprints: collecting into a filter stores each distinct item once. Sorted by the hash
 /// itself, neighbours would share a bucket (and in a doubling table a fingerprint prefix), so
-/// inserts would meet full buckets in runs; the sort key is a bijective mix of the hash, so
-/// equal hashes are still neighbours.
+/// inserts would meet full buckets in runs. So the hashes are mixed by a bijection, sorted and
+/// deduplicated as plain integers (equal hashes are equal mixes), and mixed back.
 pub(crate) fn dedup_hashes(hashes: &mut Vec<u64>) {
-    // The finaliser of MurmurHash3's 64-bit variant: xor-shifts and odd multiplications, each
-    // invertible, so distinct hashes get distinct keys.
-    let mix = |mut h: u64| {
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        h ^ (h >> 33)
-    };
-    hashes.sort_unstable_by_key(|&h| mix(h));
+    for h in hashes.iter_mut() {
+        *h = mix(*h);
+    }
+    hashes.sort_unstable();
     hashes.dedup();
+    for h in hashes.iter_mut() {
+        *h = unmix(*h);
+    }
+}
+
+/// Multipliers of `mix`, odd, so each has an inverse modulo 2^64.
+const MIX_MULTIPLIERS: [u64; 2] = [0xff51_afd7_ed55_8ccd, 0xc4ce_b9fe_1a85_ec53];
+
+/// The finaliser of MurmurHash3's 64-bit variant: xor-shifts and odd multiplications, each
+/// invertible, so distinct hashes get distinct mixes (`unmix` undoes it).
+fn mix(mut h: u64) -> u64 {
+    h ^= h >> 33;
+    h = h.wrapping_mul(MIX_MULTIPLIERS[0]);
+    h ^= h >> 33;
+    h = h.wrapping_mul(MIX_MULTIPLIERS[1]);
+    h ^ (h >> 33)
+}
+
+/// The inverse of `mix`: `x ^= x >> 33` is its own inverse (a shift of 33 or more leaves
+/// nothing of the shifted bits to shift again), and each multiplication is undone by the
+/// multiplier's inverse.
+fn unmix(mut h: u64) -> u64 {
+    h ^= h >> 33;
+    h = h.wrapping_mul(inverse_mod_2_64(MIX_MULTIPLIERS[1]));
+    h ^= h >> 33;
+    h = h.wrapping_mul(inverse_mod_2_64(MIX_MULTIPLIERS[0]));
+    h ^ (h >> 33)
+}
+
+/// The inverse of odd `a` modulo 2^64, by Newton's iteration: `a` is its own inverse modulo 8,
+/// and each step doubles the bits that are right (3, 6, 12, 24, 48, 96).
+const fn inverse_mod_2_64(a: u64) -> u64 {
+    let mut x = a;
+    let mut step = 0;
+    while step < 5 {
+        x = x.wrapping_mul(2u64.wrapping_sub(a.wrapping_mul(x)));
+        step += 1;
+    }
+    x
 }
 
 /// Largest supported bucket count: bucket indices are derived from 32 hash bits.
@@ -257,6 +290,27 @@ impl KeyMapper {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn unmix_undoes_mix_and_dedup_keeps_one_of_each_hash() {
+        let mut rng = crate::test_rng::SplitMix(0xd1ce);
+        let hashes: Vec<u64> = (0..10_000).map(|_| rng.next()).collect();
+        for &h in hashes.iter().chain(&[0, 1, u64::MAX, 1 << 33]) {
+            assert_eq!(super::unmix(super::mix(h)), h, "{h:#x}");
+        }
+        for a in super::MIX_MULTIPLIERS {
+            assert_eq!(a.wrapping_mul(super::inverse_mod_2_64(a)), 1);
+        }
+        let mut repeated: Vec<u64> = hashes.iter().chain(&hashes[..5_000]).copied().collect();
+        super::dedup_hashes(&mut repeated);
+        let mut expected = hashes.clone();
+        expected.sort_unstable();
+        expected.dedup();
+        let mut got = repeated.clone();
+        got.sort_unstable();
+        assert_eq!(got, expected, "one of each distinct hash");
+        assert_ne!(repeated, got, "in the mixed order, not sorted by hash");
+    }
+
     use super::*;
     use crate::hasher::DefaultHashBuilder;
     use std::hash::BuildHasher;
