@@ -15,7 +15,7 @@ use super::raw::RawFilter;
 use super::sub_filter::{Probe, SubFilter};
 use crate::stripe::{FreezeGuard, Stripe, StripeSet};
 use crate::sync::{fence, reader_pause, AtomicU64, AtomicUsize, GrowLock, Ordering};
-use crate::table::Lookup;
+use crate::table::{AllocationFailed, Lookup};
 
 #[cfg(loom)]
 #[path = "loom_hook.rs"]
@@ -903,22 +903,13 @@ impl RedisCuckooFilter {
     }
 
     fn from_raw(raw: RawFilter) -> Result<Self, LoadError> {
-        let g = raw.geometry;
-        let subs = raw
-            .filters
-            .iter()
-            .enumerate()
-            .map(|(i, data)| {
-                let buckets = g.sub_buckets(i as u16).expect("checked by validation");
-                SubFilter::from_bytes(buckets, g.bucket_size, data).map_err(|e| {
-                    LoadError::AllocationFailed {
-                        bytes: e.bytes as u64,
-                    }
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let subs = subs_from_bytes(raw.geometry, &raw.filters).map_err(|e| {
+            LoadError::AllocationFailed {
+                bytes: e.bytes as u64,
+            }
+        })?;
         Ok(Self::with_subs(
-            g,
+            raw.geometry,
             params::DEFAULT_MAX_EXPANSIONS,
             subs,
             raw.header.deletes,
@@ -970,22 +961,28 @@ impl Clone for RedisCuckooFilter {
     /// ```
     fn clone(&self) -> Self {
         let (header, data) = self.snapshot();
-        let g = self.geometry;
-        let subs = data
-            .iter()
-            .enumerate()
-            .map(|(i, bytes)| {
-                let buckets = g.sub_buckets(i as u16).expect("a live sub-filter's shape");
-                SubFilter::from_bytes(buckets, g.bucket_size, bytes).unwrap_or_else(|e| {
-                    panic!(
-                        "RedisCuckooFilter::clone: {} bytes could not be allocated",
-                        e.bytes
-                    )
-                })
-            })
-            .collect();
-        Self::with_subs(g, self.max_expansions, subs, header.deletes)
+        let subs = subs_from_bytes(self.geometry, &data).unwrap_or_else(|e| {
+            panic!(
+                "RedisCuckooFilter::clone: {} bytes could not be allocated",
+                e.bytes
+            )
+        });
+        Self::with_subs(self.geometry, self.max_expansions, subs, header.deletes)
     }
+}
+
+/// Sub-filters of geometry `g` holding `data`, one slice of slot bytes each, in order (shapes
+/// already checked: a validated load, or a live filter's own dump).
+fn subs_from_bytes(g: Geometry, data: &[Vec<u8>]) -> Result<Vec<SubFilter>, AllocationFailed> {
+    data.iter()
+        .enumerate()
+        .map(|(i, bytes)| {
+            let buckets = g
+                .sub_buckets(i as u16)
+                .expect("a checked sub-filter's shape");
+            SubFilter::from_bytes(buckets, g.bucket_size, bytes)
+        })
+        .collect()
 }
 
 impl fmt::Debug for RedisCuckooFilter {
