@@ -21,17 +21,26 @@ fn thp_mode() -> Option<String> {
     Some(s[start..end].to_string())
 }
 
-#[test]
-fn large_tables_get_huge_pages_unless_opted_out() {
-    let _one = one_at_a_time();
+/// The THP mode and the KiB of anonymous huge pages in use now, where the system can give huge
+/// pages; `None` (after saying why the test is skipped) where it cannot.
+fn huge_pages_in_use() -> Option<(String, u64)> {
     let (Some(mode), Some(before)) = (thp_mode(), anon_huge_kib()) else {
         println!("skipped: no transparent huge page support reported");
-        return;
+        return None;
     };
     if mode == "never" {
         println!("skipped: THP disabled on this system ({mode})");
-        return;
+        return None;
     }
+    Some((mode, before))
+}
+
+#[test]
+fn large_tables_get_huge_pages_unless_opted_out() {
+    let _one = one_at_a_time();
+    let Some((mode, before)) = huge_pages_in_use() else {
+        return;
+    };
     // About 80 MiB of 16-bit buckets, made resident at build.
     let build = |huge| {
         CuckooFilter::builder()
@@ -70,14 +79,9 @@ fn large_tables_get_huge_pages_unless_opted_out() {
 #[test]
 fn a_lazily_backed_table_gets_huge_pages_as_inserts_touch_it() {
     let _one = one_at_a_time();
-    let (Some(mode), Some(before)) = (thp_mode(), anon_huge_kib()) else {
-        println!("skipped: no transparent huge page support reported");
+    let Some((mode, before)) = huge_pages_in_use() else {
         return;
     };
-    if mode == "never" {
-        println!("skipped: THP disabled on this system ({mode})");
-        return;
-    }
     let filter = CuckooFilter::builder()
         .capacity(40_000_000)
         .fingerprint_bits(16)
