@@ -17,6 +17,7 @@
 // | `builder`, `params` | [`Builder`] and the arithmetic behind its choices |
 // | `persist` | snapshots: [`CuckooFilter::write_to`], [`CuckooFilter::read_from`], [`PersistError`] |
 // | `error` | [`InsertError`], [`BuildError`] |
+// | `storage` | memory for bucket words: own mappings, huge pages, prefetch (the only `unsafe`) |
 // | `sync` | the std/loom switch for atomics and the cold-path locks |
 // | `nested_freeze` | a thread's marks on the filters it freezes: a save's writer that clears, clones or saves the same filter |
 // | `redisbloom` | [`redisbloom::RedisCuckooFilter`]: RedisBloom's `CF.*` filter, byte for byte, on the same stripes |
@@ -39,6 +40,7 @@ mod persist;
 pub mod redisbloom;
 mod semi_sorted;
 mod set;
+mod storage;
 mod stripe;
 mod sync;
 mod table;

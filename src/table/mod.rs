@@ -6,7 +6,6 @@
 mod batch;
 mod path;
 mod read;
-mod storage;
 mod write;
 
 use crate::bucket_layout::{Access, Span};
@@ -65,11 +64,11 @@ const fn access_code(access: Access) -> u8 {
 }
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
+#[cfg(all(test, not(loom)))]
+pub(crate) use crate::storage::FAIL_ALLOCATION;
+pub(crate) use crate::storage::{AllocationFailed, BucketWords};
 pub(crate) use batch::{BATCH, PREFETCH_AHEAD};
 pub(crate) use read::Lookup;
-pub(crate) use storage::BucketWords;
-#[cfg(all(test, not(loom)))]
-pub(crate) use storage::FAIL_ALLOCATION;
 pub(crate) use write::{Multiset, NoRoom, PairState, Placed, Unique};
 
 /// Bounds on the work of one operation (guarantees 2 and 3: readers finish in a bounded number
@@ -144,12 +143,6 @@ impl TableShape {
             base_bits: self.base_bits,
         }
     }
-}
-
-/// The bucket words could not be allocated.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct AllocationFailed {
-    pub(crate) bytes: usize,
 }
 
 pub(crate) struct Table {
@@ -697,7 +690,7 @@ impl Table {
     /// Asks for the first word of `bucket` ahead of its use (see `storage::prefetch`).
     #[inline]
     fn prefetch_bucket(&self, bucket: usize) {
-        storage::prefetch(&self.words[self.layout.locate(bucket).0]);
+        crate::storage::prefetch(&self.words[self.layout.locate(bucket).0]);
     }
 
     /// Writes `fp` into a lane of `bucket` directly, bypassing the search (loom models use this

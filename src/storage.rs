@@ -23,8 +23,13 @@
 //! Under loom, atomics are loom objects that cannot be made by zeroing memory: the words are a
 //! plain boxed slice there.
 
-use super::AllocationFailed;
 use crate::sync::AtomicU64;
+
+/// The bucket words could not be allocated.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AllocationFailed {
+    pub(crate) bytes: usize,
+}
 
 /// Tables at least this large (bytes) use huge pages, and the next level of a growing filter
 /// is prepared ahead from this size on (see `levels`).
