@@ -30,10 +30,9 @@ use parking_lot::Mutex;
 
 use crate::bucket_layout::{Bucket, BucketLayout, LayoutKind};
 use crate::error::InsertError;
+use crate::freeze::{self, Frozen, Mark, Nested};
 use crate::hashing::ItemKey;
-use crate::nested_freeze::{FreezingHere, NESTED};
 use crate::params;
-use crate::stripe::FreezeGuard;
 use crate::sync::{AtomicU64, AtomicUsize, GrowLock, Ordering};
 use crate::table::{
     Limits, Lookup, Multiset, NoRoom, PairState, Placed, Table, TableShape, Unique, BATCH,
@@ -362,23 +361,14 @@ impl Levels {
         &self.plan
     }
 
-    /// Runs `f` on the published levels while no writer can change any of them and no level can
-    /// be added: the grow lock, then each level frozen, oldest first (the order writers lock
-    /// levels in, see `StripeSet::freeze`). Writers sleep until `f` returns; lookups and counts
-    /// are not held up.
+    /// The published levels frozen (see `freeze::freeze`): no writer changes any of them and no
+    /// level is added until the guard is dropped; lookups and counts are not held up. Frozen
+    /// oldest first, the order writers lock levels in (see `StripeSet::freeze`).
     ///
-    /// `None` when this thread is already inside a `frozen` of these levels (a save whose
-    /// destination saves the same filter): taking the grow lock again would wait forever.
-    pub(crate) fn frozen<R>(
-        &self,
-        f: impl FnOnce(&[(&Table, &FreezeGuard<'_>)]) -> R,
-    ) -> Option<R> {
-        let _this_thread = FreezingHere::enter(self)?;
-        let _no_growth = self.grow_lock.lock();
-        let tables: Vec<&Table> = self.all().collect();
-        let guards: Vec<FreezeGuard<'_>> = tables.iter().map(|t| t.freeze()).collect();
-        let held: Vec<(&Table, &FreezeGuard<'_>)> = tables.iter().copied().zip(&guards).collect();
-        Some(f(&held))
+    /// [`Nested`] when this thread is freezing these levels already (a save whose destination
+    /// saves, clears or clones the same filter): taking the grow lock again would wait forever.
+    pub(crate) fn frozen(&self) -> Result<Frozen<'_, Table>, Nested> {
+        freeze::freeze(self, &self.grow_lock, || self.all(), Table::freeze)
     }
 
     #[cfg(loom)]
@@ -990,7 +980,7 @@ impl Levels {
         if self.more.is_empty() {
             return 0;
         }
-        let Some(_this_thread) = FreezingHere::enter(self) else {
+        let Ok(_this_thread) = Mark::enter(self) else {
             return 0;
         };
         let _no_growth = self.grow_lock.lock();
@@ -1038,12 +1028,11 @@ impl Levels {
     /// When this thread is saving the same filter (the save's writer called it): the save
     /// would store half-cleared levels.
     pub(crate) fn clear(&self) {
-        self.frozen(|tables| {
-            for (table, frozen) in tables {
-                table.clear_frozen(frozen);
-            }
-        })
-        .unwrap_or_else(|| panic!("{}", NESTED));
+        let frozen = self.frozen().unwrap_or_else(|nested| nested.panic());
+        for (table, held) in frozen.parts() {
+            table.clear_frozen(held);
+        }
+        drop(frozen);
         self.discard_prepared();
     }
 
@@ -1053,15 +1042,14 @@ impl Levels {
     ///
     /// When this thread is saving the same filter (see `frozen`), or memory runs out.
     pub(crate) fn deep_copy(&self) -> Levels {
-        let tables = self
-            .frozen(|tables| {
-                tables
-                    .iter()
-                    .map(|(table, frozen)| table.copy_frozen(frozen, self.huge_pages))
-                    .collect::<Result<Vec<Table>, _>>()
-            })
-            .unwrap_or_else(|| panic!("{}", NESTED))
+        let frozen = self.frozen().unwrap_or_else(|nested| nested.panic());
+        let tables = frozen
+            .parts()
+            .iter()
+            .map(|(table, held)| table.copy_frozen(held, self.huge_pages))
+            .collect::<Result<Vec<Table>, _>>()
             .unwrap_or_else(|e| panic!("copying a filter: {} bytes unavailable", e.bytes));
+        drop(frozen);
         Levels::restore(self.plan, tables, self.limits, self.huge_pages)
     }
 }

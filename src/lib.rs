@@ -19,7 +19,7 @@
 // | `error` | [`InsertError`], [`BuildError`] |
 // | `storage` | memory for bucket words: own mappings, huge pages, prefetch (the only `unsafe`) |
 // | `sync` | the std/loom switch for atomics and the cold-path locks |
-// | `nested_freeze` | a thread's marks on the filters it freezes: a save's writer that clears, clones or saves the same filter |
+// | `freeze` | the whole-filter freeze every filter uses (save, clone, clear, compaction), and the one policy for such an operation nested in a save of the same filter |
 // | `redisbloom` | [`redisbloom::RedisCuckooFilter`]: RedisBloom's `CF.*` filter, byte for byte, on the same stripes |
 #![warn(missing_docs, clippy::missing_errors_doc, clippy::missing_panics_doc)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -31,10 +31,10 @@ mod builder;
 mod error;
 mod expanding;
 mod filter;
+mod freeze;
 mod hasher;
 mod hashing;
 mod levels;
-mod nested_freeze;
 mod params;
 mod persist;
 pub mod redisbloom;

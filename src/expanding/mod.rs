@@ -28,8 +28,8 @@ pub use builder::ExpandingBuilder;
 use counts::{Counts, Totals};
 
 use crate::error::InsertError;
+use crate::freeze::{self, Frozen, Nested};
 use crate::hasher::DefaultHashBuilder;
-use crate::nested_freeze::{FreezingHere, NESTED};
 use crate::stripe::StripeSet;
 use crate::sync::{reader_pause, AtomicBool, AtomicU64, GrowLock, Ordering};
 use crate::table::BucketWords;
@@ -555,26 +555,24 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn clear(&self) {
-        self.frozen(|| {
-            // Relaxed throughout: no writer runs (the freeze). Lookups that overlap may see
-            // items go, in any order: every one of them is being removed.
-            self.table.clear();
-            let k = self.doublings.load(Ordering::Relaxed) as usize;
-            if self.left.load(Ordering::Relaxed) > 0 {
-                if let Some(bitmap) = self.bitmaps[k].get() {
-                    // Every bucket empty, so every bucket split: lookups read the new table.
-                    for word in bitmap.iter() {
-                        word.store(0, Ordering::Relaxed);
-                    }
-                    self.give_back_bitmap(k);
+        let _frozen = self.frozen().unwrap_or_else(|nested| nested.panic());
+        // Relaxed throughout: no writer runs (the freeze). Lookups that overlap may see
+        // items go, in any order: every one of them is being removed.
+        self.table.clear();
+        let k = self.doublings.load(Ordering::Relaxed) as usize;
+        if self.left.load(Ordering::Relaxed) > 0 {
+            if let Some(bitmap) = self.bitmaps[k].get() {
+                // Every bucket empty, so every bucket split: lookups read the new table.
+                for word in bitmap.iter() {
+                    word.store(0, Ordering::Relaxed);
                 }
+                self.give_back_bitmap(k);
             }
-            self.splitting.store(false, Ordering::Relaxed);
-            self.left.store(0, Ordering::Relaxed);
-            self.next.store(0, Ordering::Relaxed);
-            self.counts.reset(&Totals::default());
-        })
-        .unwrap_or_else(|| panic!("{}", NESTED));
+        }
+        self.splitting.store(false, Ordering::Relaxed);
+        self.left.store(0, Ordering::Relaxed);
+        self.next.store(0, Ordering::Relaxed);
+        self.counts.reset(&Totals::default());
     }
 
     /// Items stored (inserts less removes).
@@ -746,14 +744,12 @@ impl<S> ExpandingFilter<S> {
 }
 
 impl<S> ExpandingFilter<S> {
-    /// Runs `f` while no writer changes the filter: under the grow lock (so no doubling
-    /// begins) with the stripes frozen (writers wait; lookups go on). `None`, without running
-    /// it, on a thread that is freezing this filter already (from inside a save's writer).
-    fn frozen<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
-        let _this_thread = FreezingHere::enter(self)?;
-        let _grow = self.grow.lock();
-        let _frozen = self.stripes.freeze();
-        Some(f())
+    /// The filter frozen (see `freeze::freeze`): under the grow lock (no doubling begins),
+    /// with the stripes frozen (writers wait; lookups go on) until the guard is dropped.
+    /// [`Nested`], taking nothing, on a thread that is freezing this filter already (from
+    /// inside a save's writer).
+    fn frozen(&self) -> Result<Frozen<'_, StripeSet>, Nested> {
+        freeze::freeze(self, &self.grow, || [&self.stripes], StripeSet::freeze)
     }
 }
 
@@ -765,34 +761,32 @@ impl<S: Clone> Clone for ExpandingFilter<S> {
     ///
     /// If called by the writer of a save of this same filter, or when memory runs out.
     fn clone(&self) -> Self {
-        self.frozen(|| {
-            // Relaxed: no writer runs (the freeze, which orders us after every writer).
-            let doublings = self.doublings.load(Ordering::Relaxed) as u32;
-            let left = self.left.load(Ordering::Relaxed);
-            let splitting = (left > 0).then(|| {
-                let bitmap = self.bitmaps[doublings as usize]
-                    .get()
-                    .expect("a doubling's bitmap is set before it is published");
-                (
-                    table::copy_words(bitmap),
-                    self.next.load(Ordering::Relaxed),
-                    left,
-                )
-            });
-            ExpandingFilter::from_parts(Parts {
-                keys: self.keys.clone(),
-                table: self.table.copy(),
-                max_doublings: self.max_doublings,
-                tail_bits: self.tail_bits,
-                target: self.target,
-                hasher: self.hasher.clone(),
-                doublings,
-                splitting,
-                totals: self.counts.totals(),
-                rng: self.rng,
-            })
+        let _frozen = self.frozen().unwrap_or_else(|nested| nested.panic());
+        // Relaxed: no writer runs (the freeze, which orders us after every writer).
+        let doublings = self.doublings.load(Ordering::Relaxed) as u32;
+        let left = self.left.load(Ordering::Relaxed);
+        let splitting = (left > 0).then(|| {
+            let bitmap = self.bitmaps[doublings as usize]
+                .get()
+                .expect("a doubling's bitmap is set before it is published");
+            (
+                table::copy_words(bitmap),
+                self.next.load(Ordering::Relaxed),
+                left,
+            )
+        });
+        ExpandingFilter::from_parts(Parts {
+            keys: self.keys.clone(),
+            table: self.table.copy(),
+            max_doublings: self.max_doublings,
+            tail_bits: self.tail_bits,
+            target: self.target,
+            hasher: self.hasher.clone(),
+            doublings,
+            splitting,
+            totals: self.counts.totals(),
+            rng: self.rng,
         })
-        .unwrap_or_else(|| panic!("{}", NESTED))
     }
 }
 

@@ -19,7 +19,6 @@ use super::keys::{field_tail_bits, KeyMap, ANCHOR_BITS};
 use super::table::{words_for, Table, LANES};
 use super::{ExpandingFilter, Parts};
 use crate::hasher::DefaultHashBuilder;
-use crate::nested_freeze::nested_save;
 use crate::persist::{
     hasher_check, longer_than_expected, wrong_magic, Allocation, PersistError, WordReader,
     WordWriter, EXPANDING_MAGIC,
@@ -399,20 +398,18 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn write_to<W: Write + ?Sized>(&self, writer: &mut W) -> io::Result<()> {
-        self.frozen(|| {
-            let mut out = WordWriter::new(writer);
-            let (header, split) = self.header();
-            out.words(header.encode())?;
-            if let Some(split) = split {
-                out.words(split)?;
-            }
-            for segment in self.table.segments().take(header.doublings as usize + 1) {
-                // Relaxed: no writer runs (the freeze).
-                out.words(segment.iter().map(|w| w.load(Ordering::Relaxed)))?;
-            }
-            out.finish()
-        })
-        .unwrap_or_else(|| Err(nested_save()))
+        let _frozen = self.frozen()?;
+        let mut out = WordWriter::new(writer);
+        let (header, split) = self.header();
+        out.words(header.encode())?;
+        if let Some(split) = split {
+            out.words(split)?;
+        }
+        for segment in self.table.segments().take(header.doublings as usize + 1) {
+            // Relaxed: no writer runs (the freeze).
+            out.words(segment.iter().map(|w| w.load(Ordering::Relaxed)))?;
+        }
+        out.finish()
     }
 
     /// The snapshot as bytes (see [`write_to`](ExpandingFilter::write_to)).

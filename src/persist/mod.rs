@@ -17,7 +17,6 @@ use std::io::{self, Read, Write};
 use crate::filter::CuckooFilter;
 use crate::hasher::DefaultHashBuilder;
 use crate::levels::{GrowthPlan, Levels};
-use crate::nested_freeze::nested_save;
 use crate::sync::{AtomicU64, Ordering};
 use crate::table::{BucketWords, Limits, Table, TableShape};
 use checksum::Checksum;
@@ -252,31 +251,29 @@ impl<S: BuildHasher> CuckooFilter<S> {
     pub fn write_to<W: Write + ?Sized>(&self, writer: &mut W) -> io::Result<()> {
         let check = hasher_check(self.hasher());
         let levels = self.levels_ref();
-        levels
-            .frozen(|tables| {
-                let items = tables.iter().map(|(t, _)| t.len() as u64).sum();
-                let header = Header {
-                    plan: *levels.plan(),
-                    levels: tables.len() as u32,
-                    items,
-                    hasher_check: check,
-                };
-                let mut out = WordWriter::new(writer);
-                out.words(header.encode())?;
-                for &(table, held) in tables {
-                    let shape = table.shape();
-                    let level = LevelHeader {
-                        bits: shape.bits,
-                        buckets: shape.buckets,
-                        items: table.len() as u64,
-                        words: table.word_count(),
-                    };
-                    out.words(level.encode())?;
-                    out.words(table.frozen_words(held))?;
-                }
-                out.finish()
-            })
-            .unwrap_or_else(|| Err(nested_save()))
+        let frozen = levels.frozen()?;
+        let tables = frozen.parts();
+        let items = tables.iter().map(|(t, _)| t.len() as u64).sum();
+        let header = Header {
+            plan: *levels.plan(),
+            levels: tables.len() as u32,
+            items,
+            hasher_check: check,
+        };
+        let mut out = WordWriter::new(writer);
+        out.words(header.encode())?;
+        for (table, held) in tables {
+            let shape = table.shape();
+            let level = LevelHeader {
+                bits: shape.bits,
+                buckets: shape.buckets,
+                items: table.len() as u64,
+                words: table.word_count(),
+            };
+            out.words(level.encode())?;
+            out.words(table.frozen_words(held))?;
+        }
+        out.finish()
     }
 
     /// The snapshot as bytes (see [`write_to`](CuckooFilter::write_to)).

@@ -13,7 +13,8 @@ use super::params::{self, Geometry};
 use super::payload;
 use super::raw::RawFilter;
 use super::sub_filter::{Probe, SubFilter};
-use crate::stripe::{FreezeGuard, Stripe, StripeSet};
+use crate::freeze::{self, Frozen};
+use crate::stripe::{Stripe, StripeSet};
 use crate::sync::{fence, reader_pause, AtomicU64, AtomicUsize, GrowLock, Ordering};
 use crate::table::{AllocationFailed, Lookup};
 
@@ -733,42 +734,40 @@ impl RedisCuckooFilter {
         self.subs.all().map(|s| s.len() as u64).sum()
     }
 
-    /// Runs `f` with every live sub-filter frozen (writers wait, readers go on) and growth
-    /// held off.
-    fn frozen<R>(&self, f: impl FnOnce(&[(&SubFilter, FreezeGuard<'_>)]) -> R) -> R {
-        let _grow = self.grow_lock.lock();
-        let held: Vec<(&SubFilter, FreezeGuard<'_>)> = (0..self.live())
-            .map(|i| {
-                let sub = self.sub(i);
-                (sub, sub.freeze())
-            })
-            .collect();
-        f(&held)
+    /// Every live sub-filter frozen (writers wait, readers go on) and growth held off until the
+    /// guard is dropped (see `freeze::freeze`).
+    ///
+    /// None of the caller's code runs while it is held (dumps copy the bytes, then encode and
+    /// send them), so no whole-filter operation of this filter can start inside another on the
+    /// same thread: the mark `freeze` takes is never found, and would panic rather than wait.
+    fn frozen(&self) -> Frozen<'_, SubFilter> {
+        let live = move || (0..self.live()).map(move |i| self.sub(i));
+        freeze::freeze(self, &self.grow_lock, live, SubFilter::freeze)
+            .unwrap_or_else(|nested| nested.panic())
     }
 
     /// RedisBloom's compaction (`cont`: `CF.COMPACT` goes on past a sub-filter it could not
     /// empty; the automatic one stops there). `auto`: re-check the trigger under the freeze, so
     /// that racing deletes compact once.
     fn compact_with(&self, cont: bool, auto: bool) {
-        self.frozen(|held| {
-            if auto && !self.compaction_due() {
-                return;
-            }
-            // Relaxed, then a Release fence: a count that sees any move sees the odd value.
-            // Only one compaction runs at a time (the grow lock), so load and store suffice.
-            let seq = self.compacting.load(Ordering::Relaxed);
-            self.compacting.store(seq + 1, Ordering::Relaxed);
-            fence(Ordering::Release);
-            super::compact::compact(held, cont, |live| {
-                // Release: a reader or writer that sees the smaller count sees the emptied
-                // sub-filter's erases.
-                self.published.store(live, Ordering::Release);
-            });
-            // Release: a count that reads this sees every move before it.
-            self.compacting.store(seq + 2, Ordering::Release);
-            // Relaxed: read by the trigger, which re-checks under the freeze.
-            self.deletes.store(0, Ordering::Relaxed);
+        let frozen = self.frozen();
+        if auto && !self.compaction_due() {
+            return;
+        }
+        // Relaxed, then a Release fence: a count that sees any move sees the odd value.
+        // Only one compaction runs at a time (the grow lock), so load and store suffice.
+        let seq = self.compacting.load(Ordering::Relaxed);
+        self.compacting.store(seq + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        super::compact::compact(frozen.parts(), cont, |live| {
+            // Release: a reader or writer that sees the smaller count sees the emptied
+            // sub-filter's erases.
+            self.published.store(live, Ordering::Release);
         });
+        // Release: a count that reads this sees every move before it.
+        self.compacting.store(seq + 2, Ordering::Release);
+        // Relaxed: read by the trigger, which re-checks under the freeze.
+        self.deletes.store(0, Ordering::Relaxed);
     }
 
     /// Number of stored items (fingerprints): `CF.INFO`'s `Number of items inserted`. Exact
@@ -819,20 +818,20 @@ impl RedisCuckooFilter {
 
     /// The header and every sub-filter's bytes, at one moment (writers wait meanwhile).
     pub(crate) fn snapshot(&self) -> (Header, Vec<Vec<u8>>) {
-        self.frozen(|held| {
-            let data: Vec<Vec<u8>> = held.iter().map(|(s, g)| s.frozen_bytes(g)).collect();
-            let header = Header {
-                items: super::raw::occupied_slots(&data),
-                buckets: self.geometry.buckets,
-                // Relaxed: deletes change only under a sub-filter's stripes, frozen now.
-                deletes: self.deletes.load(Ordering::Relaxed),
-                filters: held.len() as u64,
-                bucket_size: self.geometry.bucket_size,
-                max_iterations: self.geometry.max_iterations,
-                expansion: self.geometry.expansion,
-            };
-            (header, data)
-        })
+        let frozen = self.frozen();
+        let held = frozen.parts();
+        let data: Vec<Vec<u8>> = held.iter().map(|(s, g)| s.frozen_bytes(g)).collect();
+        let header = Header {
+            items: super::raw::occupied_slots(&data),
+            buckets: self.geometry.buckets,
+            // Relaxed: deletes change only under a sub-filter's stripes, frozen now.
+            deletes: self.deletes.load(Ordering::Relaxed),
+            filters: held.len() as u64,
+            bucket_size: self.geometry.bucket_size,
+            max_iterations: self.geometry.max_iterations,
+            expansion: self.geometry.expansion,
+        };
+        (header, data)
     }
 
     /// `CF.SCANDUMP key 0, 1, …`: every reply with data, in order, of one consistent state

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use crate::watchdog::{finishes_within, watchdog};
+use crate::watchdog::{finishes_within, inside_own_save, watchdog};
 use atomic_cuckoo::CuckooFilter;
 
 const LIMIT: Duration = Duration::from_secs(10);
@@ -219,6 +219,78 @@ fn a_save_from_inside_a_save_of_the_same_filter_is_refused_not_a_deadlock() {
     assert!(CuckooFilter::from_bytes(&filter.to_bytes())
         .unwrap()
         .contains(&u64::MAX));
+}
+
+/// The marks are per filter and per thread. From inside a save's destination, other filters
+/// (of each type) save, clone, clear and compact as usual; and a save of the same filter on
+/// another thread waits for the first save, then succeeds with the whole filter.
+#[test]
+fn another_filter_inside_a_save_and_the_same_filter_on_another_thread_are_unaffected() {
+    use atomic_cuckoo::redisbloom::{RedisCuckooFilter, PORTABLE_RDB_VERSION};
+    use atomic_cuckoo::ExpandingFilter;
+    use std::sync::Mutex;
+    use std::thread::JoinHandle;
+
+    let other = Arc::new(grown_filter(500));
+    let expanding = Arc::new(ExpandingFilter::builder().capacity(100).build().unwrap());
+    let redis = Arc::new(RedisCuckooFilter::reserve(100).unwrap());
+    for i in 0..500u64 {
+        expanding.insert(&i).unwrap();
+        redis.insert(i.to_le_bytes()).unwrap();
+    }
+    let filter = Arc::new(grown_filter(3_000));
+    let before = filter.to_bytes();
+    /// The save on another thread, once the destination started it.
+    type Saving = Mutex<Option<JoinHandle<io::Result<Vec<u8>>>>>;
+    let other_thread: Arc<Saving> = Arc::default();
+    let (o, x, r, same, t) = (
+        Arc::clone(&other),
+        Arc::clone(&expanding),
+        Arc::clone(&redis),
+        Arc::clone(&filter),
+        Arc::clone(&other_thread),
+    );
+    let (inside, saved) = inside_own_save(
+        &filter,
+        |f, w| f.write_to(w),
+        move |_: &CuckooFilter| {
+            let mut out = Vec::new();
+            o.write_to(&mut out).unwrap();
+            assert_eq!(out, o.to_bytes());
+            assert_eq!(o.clone().len(), 500);
+            o.clear();
+            assert!(o.is_empty());
+            x.write_to(&mut Vec::new()).unwrap();
+            assert_eq!(x.clone().len(), 500);
+            x.clear();
+            assert!(x.is_empty());
+            assert!(!r.scandump().is_empty());
+            assert!(!r.dump_payload(PORTABLE_RDB_VERSION).is_empty());
+            r.compact();
+            assert_eq!(r.clone().len(), 500);
+            // The same filter, saved on another thread: it waits for this save to end.
+            let same = Arc::clone(&same);
+            *t.lock().unwrap() = Some(thread::spawn(move || {
+                let mut out = Vec::new();
+                same.write_to(&mut out).map(|()| out)
+            }));
+            thread::sleep(Duration::from_millis(50));
+            "done".to_string()
+        },
+    )
+    .expect("DEADLOCK: other filters used inside a save");
+    assert!(
+        matches!(&inside, crate::watchdog::Inside::Returned(r) if r == "done"),
+        "{inside:?}"
+    );
+    assert!(saved.unwrap() == before);
+    let handle = other_thread.lock().unwrap().take().unwrap();
+    let on_another_thread = handle.join().unwrap();
+    assert!(
+        on_another_thread.as_ref().is_ok_and(|b| *b == before),
+        "a save of the same filter on another thread: {:?}",
+        on_another_thread.map(|b| b.len())
+    );
 }
 
 /// What the docs of `write_to` say: a `Write` that inserts into the filter it saves waits

@@ -688,3 +688,80 @@ fn a_clone_keeps_max_expansions() {
     }
     assert_eq!(copy.scandump(), f.scandump());
 }
+
+/// The one place a `RedisCuckooFilter` dump runs the caller's code is `export_to`'s
+/// connection, and the dump's freeze is over by then (the sub-filters' bytes are copied
+/// first): a connection that dumps, clones, compacts, exports and writes the same filter, from
+/// inside an export of it on the same thread, finishes; nothing is refused.
+#[cfg(feature = "redis")]
+#[test]
+fn an_export_whose_connection_uses_the_same_filter_finishes() {
+    use atomic_cuckoo::redis::{self, ConnectionLike, RedisResult, Value};
+    use atomic_cuckoo::redisbloom::ExportMode;
+
+    /// A connection that, at its first request, uses the filter being exported; then it fails
+    /// every request (no server).
+    struct CallsBack {
+        filter: Arc<RedisCuckooFilter>,
+        nested: bool,
+        called: bool,
+    }
+    impl CallsBack {
+        fn request(&mut self) -> RedisResult<Value> {
+            if !self.nested && !self.called {
+                self.called = true;
+                let f = &self.filter;
+                assert!(!f.scandump().is_empty());
+                assert!(!f.dump_payload(PORTABLE_RDB_VERSION).is_empty());
+                assert_eq!(f.clone().scandump(), f.scandump());
+                f.compact();
+                f.insert("nested").unwrap();
+                assert!(f.remove("nested"));
+                let mut inner = CallsBack {
+                    filter: Arc::clone(f),
+                    nested: true,
+                    called: false,
+                };
+                assert!(f.export_to(&mut inner, "k", ExportMode::LoadChunk).is_err());
+            }
+            Err(redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "no server here",
+            )))
+        }
+    }
+    impl ConnectionLike for CallsBack {
+        fn req_packed_command(&mut self, _: &[u8]) -> RedisResult<Value> {
+            self.request()
+        }
+        fn req_packed_commands(&mut self, _: &[u8], _: usize, _: usize) -> RedisResult<Vec<Value>> {
+            self.request().map(|v| vec![v])
+        }
+        fn get_db(&self) -> i64 {
+            0
+        }
+        fn check_connection(&mut self) -> bool {
+            true
+        }
+        fn is_open(&self) -> bool {
+            true
+        }
+    }
+
+    let filter = Arc::new(RedisCuckooFilter::reserve(64).unwrap());
+    for i in 0..500u32 {
+        filter.insert(i.to_le_bytes()).unwrap();
+    }
+    let f = Arc::clone(&filter);
+    let called = crate::serial_model::with_timeout("export calling back", 10, move || {
+        let mut conn = CallsBack {
+            filter: Arc::clone(&f),
+            nested: false,
+            called: false,
+        };
+        assert!(f.export_to(&mut conn, "k", ExportMode::LoadChunk).is_err());
+        conn.called
+    });
+    assert!(called, "the connection was asked something");
+    assert_eq!(filter.len(), 500);
+}
