@@ -18,6 +18,7 @@ use super::keys::Pos;
 use super::keys::{field_tail_bits, KeyMap, ANCHOR_BITS};
 use super::table::{words_for, Table, LANES};
 use super::{ExpandingFilter, Parts};
+use crate::freeze::Nested;
 use crate::hasher::DefaultHashBuilder;
 use crate::persist::{
     hasher_check, longer_than_expected, wrong_magic, Allocation, PersistError, WordReader,
@@ -379,7 +380,10 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// buffered writer if the destination is slow. `writer` must not insert into or remove
     /// from this filter: on the saving thread, that write would wait for the save forever. A
     /// save of this same filter from inside `writer` (on the saving thread) is refused with an
-    /// error of kind [`io::ErrorKind::Deadlock`] instead of waiting forever.
+    /// error of kind [`io::ErrorKind::Deadlock`] instead of waiting forever, and its
+    /// [`to_bytes`](ExpandingFilter::to_bytes), `clone`, [`clear`](ExpandingFilter::clear) and
+    /// [`finish_doubling`](ExpandingFilter::finish_doubling) panic; other filters, and this one
+    /// on other threads, are not affected.
     ///
     /// # Errors
     ///
@@ -414,6 +418,11 @@ impl<S: BuildHasher> ExpandingFilter<S> {
 
     /// The snapshot as bytes (see [`write_to`](ExpandingFilter::write_to)).
     ///
+    /// # Panics
+    ///
+    /// If called by the writer of a save of this same filter, on the saving thread (it has no
+    /// error to return; see [`write_to`](ExpandingFilter::write_to), which returns one).
+    ///
     /// ```
     /// let filter = atomic_cuckoo::ExpandingFilter::builder().capacity(100).build()?;
     /// let bytes = filter.to_bytes();
@@ -422,10 +431,16 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// # Ok::<(), atomic_cuckoo::BuildError>(())
     /// ```
     pub fn to_bytes(&self) -> Vec<u8> {
+        // Writing to a Vec never fails: the one error is a save inside this filter's own.
+        self.snapshot_bytes().unwrap_or_else(|_| Nested.panic())
+    }
+
+    /// The snapshot as bytes, or the `Deadlock` error of a save inside a save of the same
+    /// filter (for `Serialize`, which has an error to return).
+    pub(crate) fn snapshot_bytes(&self) -> io::Result<Vec<u8>> {
         let mut bytes = Vec::with_capacity(self.snapshot_size());
-        // Writing to a Vec never fails: there is no error to report.
-        let _ = self.write_to(&mut bytes);
-        bytes
+        self.write_to(&mut bytes)?;
+        Ok(bytes)
     }
 
     /// Bytes a snapshot of the filter takes now (it grows when the filter doubles).
@@ -704,7 +719,7 @@ fn expected_len(bytes: &[u8]) -> Result<usize, PersistError> {
 mod serde_impl {
     use std::hash::BuildHasher;
 
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde::{ser, Deserialize, Deserializer, Serialize, Serializer};
 
     use super::ExpandingFilter;
     use crate::persist::serde_impl::{deserialize_snapshot, SnapshotBytes};
@@ -721,8 +736,12 @@ mod serde_impl {
 
     #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
     impl<S: BuildHasher> Serialize for ExpandingFilter<S> {
+        /// As the snapshot's bytes (see [`ExpandingFilter::write_to`]); the serializer's error,
+        /// with the message of `write_to`'s [`Deadlock`](std::io::ErrorKind::Deadlock), when
+        /// called by the writer of a save of the same filter on the saving thread.
         fn serialize<Ser: Serializer>(&self, serializer: Ser) -> Result<Ser::Ok, Ser::Error> {
-            serializer.serialize_bytes(&self.to_bytes())
+            let bytes = self.snapshot_bytes().map_err(ser::Error::custom)?;
+            serializer.serialize_bytes(&bytes)
         }
     }
 

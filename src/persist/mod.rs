@@ -15,6 +15,7 @@ use std::hash::BuildHasher;
 use std::io::{self, Read, Write};
 
 use crate::filter::CuckooFilter;
+use crate::freeze::Nested;
 use crate::hasher::DefaultHashBuilder;
 use crate::levels::{GrowthPlan, Levels};
 use crate::sync::{AtomicU64, Ordering};
@@ -230,7 +231,9 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// destination is slow. `writer` must not insert into or remove from this filter: on the
     /// saving thread, that write would wait for the save forever. A save of this same filter
     /// from inside `writer` (on the saving thread) is refused with an error of kind
-    /// [`io::ErrorKind::Deadlock`] instead of waiting forever.
+    /// [`io::ErrorKind::Deadlock`] instead of waiting forever, and its
+    /// [`to_bytes`](CuckooFilter::to_bytes), `clone` and [`clear`](CuckooFilter::clear) panic;
+    /// other filters, and this one on other threads, are not affected.
     ///
     /// # Errors
     ///
@@ -280,8 +283,8 @@ impl<S: BuildHasher> CuckooFilter<S> {
     ///
     /// # Panics
     ///
-    /// If called on the thread that is saving this same filter, from inside the save's
-    /// destination (see [`write_to`](CuckooFilter::write_to)).
+    /// If called by the writer of a save of this same filter, on the saving thread (it has no
+    /// error to return; see [`write_to`](CuckooFilter::write_to), which returns one).
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
@@ -289,12 +292,16 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// assert_eq!(&bytes[..8], b"ATCUCKOO");
     /// ```
     pub fn to_bytes(&self) -> Vec<u8> {
+        // Writing to a Vec never fails: the one error is a save inside this filter's own.
+        self.snapshot_bytes().unwrap_or_else(|_| Nested.panic())
+    }
+
+    /// The snapshot as bytes, or the `Deadlock` error of a save inside a save of the same
+    /// filter (for `Serialize`, which has an error to return).
+    pub(crate) fn snapshot_bytes(&self) -> io::Result<Vec<u8>> {
         let mut bytes = Vec::with_capacity(self.snapshot_size());
-        // Writing to a Vec cannot fail; a save inside this filter's own save can.
-        if let Err(e) = self.write_to(&mut bytes) {
-            panic!("to_bytes: {e}");
-        }
-        bytes
+        self.write_to(&mut bytes)?;
+        Ok(bytes)
     }
 
     /// Bytes a snapshot of the filter takes now (it changes when the filter grows).

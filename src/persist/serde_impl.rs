@@ -7,6 +7,7 @@ use std::hash::BuildHasher;
 use std::marker::PhantomData;
 
 use serde::de::{self, SeqAccess, Visitor};
+use serde::ser;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::PersistError;
@@ -40,8 +41,12 @@ impl<S: BuildHasher + Default> SnapshotBytes for CuckooFilter<S> {
 
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 impl<S: BuildHasher> Serialize for CuckooFilter<S> {
+    /// As the snapshot's bytes (see [`CuckooFilter::write_to`]); the serializer's error, with
+    /// the message of `write_to`'s [`Deadlock`](std::io::ErrorKind::Deadlock), when called by
+    /// the writer of a save of the same filter on the saving thread.
     fn serialize<Ser: Serializer>(&self, serializer: Ser) -> Result<Ser::Ok, Ser::Error> {
-        serializer.serialize_bytes(&self.to_bytes())
+        let bytes = self.snapshot_bytes().map_err(ser::Error::custom)?;
+        serializer.serialize_bytes(&bytes)
     }
 }
 

@@ -8,6 +8,7 @@ use atomic_cuckoo::{CuckooFilter, ExpandingFilter, PersistError};
 
 use crate::common;
 use crate::format_model::checksum;
+use crate::watchdog::{inside_own_save, Refused};
 
 /// Header words (see FORMAT.md, "ExpandingFilter snapshots").
 const HEADER_WORDS: usize = 11;
@@ -1230,6 +1231,24 @@ fn a_save_clone_or_clear_from_inside_a_save_of_the_same_filter_is_refused_not_a_
         let restored = ExpandingFilter::from_bytes(&filter.to_bytes()).unwrap();
         assert!(restored.contains(&u64::MAX), "{what}");
     }
+}
+
+/// `to_bytes` has no error to return: inside a save of the same filter (on the saving thread)
+/// it panics with the one message of the policy, not return an empty Vec (which loads as no
+/// filter at all); the outer save is whole.
+#[test]
+fn to_bytes_inside_its_own_save_panics_instead_of_returning_no_bytes() {
+    let (filter, _) = filled(100, 0.01, 2_000, 7);
+    let filter = std::sync::Arc::new(filter);
+    let before = filter.to_bytes();
+    let (inside, saved) = inside_own_save(
+        &filter,
+        |f, w| f.write_to(w),
+        |f: &ExpandingFilter| format!("{} bytes", f.to_bytes().len()),
+    )
+    .expect("DEADLOCK: to_bytes inside a save of the same filter");
+    Refused::NestedPanic.assert("to_bytes", &inside);
+    assert!(saved.unwrap() == before, "the outer save is whole");
 }
 
 /// Whatever single bit of the header is flipped, `from_bytes` of a snapshot of the right

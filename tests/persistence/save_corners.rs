@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use crate::watchdog::{finishes_within, inside_own_save, watchdog};
+use crate::watchdog::{finishes_within, inside_own_save, watchdog, Refused};
 use atomic_cuckoo::CuckooFilter;
 
 const LIMIT: Duration = Duration::from_secs(10);
@@ -219,6 +219,58 @@ fn a_save_from_inside_a_save_of_the_same_filter_is_refused_not_a_deadlock() {
     assert!(CuckooFilter::from_bytes(&filter.to_bytes())
         .unwrap()
         .contains(&u64::MAX));
+}
+
+/// The one policy for whole-filter operations nested in a save of the same filter, on the
+/// saving thread: a save is refused with an error of kind `Deadlock`; `to_bytes`, `clone` and
+/// `clear`, which have no error to return, panic with the one message. None hangs, none
+/// changes the filter, and the outer save completes with the whole filter.
+#[test]
+fn whole_filter_operations_inside_its_own_save_follow_the_one_policy() {
+    type Op = fn(&CuckooFilter) -> String;
+    let ops: [(&str, Op, Refused); 4] = [
+        (
+            "write_to",
+            |f| format!("{:?}", f.write_to(&mut Vec::new()).map_err(|e| e.kind())),
+            Refused::DeadlockError,
+        ),
+        (
+            "to_bytes",
+            |f| format!("{} bytes", f.to_bytes().len()),
+            Refused::NestedPanic,
+        ),
+        (
+            "clone",
+            |f| format!("a clone of {} items", f.clone().len()),
+            Refused::NestedPanic,
+        ),
+        (
+            "clear",
+            |f| {
+                f.clear();
+                "cleared".to_string()
+            },
+            Refused::NestedPanic,
+        ),
+    ];
+    let filter = Arc::new(grown_filter(3_000));
+    assert!(filter.levels() > 1);
+    let before = filter.to_bytes();
+    for (what, op, refused) in ops {
+        let (inside, saved) = inside_own_save(&filter, |f, w| f.write_to(w), op)
+            .unwrap_or_else(|| panic!("DEADLOCK: {what} inside a save of the same filter"));
+        refused.assert(what, &inside);
+        let saved = saved.unwrap_or_else(|e| panic!("{what}: the outer save failed: {e}"));
+        assert!(
+            saved == before,
+            "{what}: the outer save is whole, the filter unchanged"
+        );
+    }
+    // Usable afterwards: writes go through, saves, clones and clears work.
+    filter.insert(&u64::MAX).unwrap();
+    assert!(filter.clone().contains(&u64::MAX));
+    filter.clear();
+    assert!(filter.is_empty());
 }
 
 /// The marks are per filter and per thread. From inside a save's destination, other filters

@@ -178,3 +178,50 @@ fn a_set_serializes_as_its_filters_snapshot_and_back() {
     damaged[40] ^= 1;
     assert!(CuckooSet::<u64>::deserialize(BytesDeserializer::<Error>::new(&damaged)).is_err());
 }
+
+/// A filter serialized by the destination of a save of the same filter (on the saving thread)
+/// gives the serializer's error, carrying the save's `Deadlock` message: not a panic, and not
+/// the bytes of an empty snapshot. The outer save is whole.
+#[test]
+fn serializing_a_filter_inside_its_own_save_is_an_error() {
+    use crate::watchdog::{inside_own_save, Inside};
+    use atomic_cuckoo::ExpandingFilter;
+    use std::sync::Arc;
+
+    fn describe(serialized: Result<Vec<u8>, Error>) -> String {
+        match serialized {
+            Ok(bytes) => format!("Ok({} bytes)", bytes.len()),
+            Err(e) => format!("Err({e})"),
+        }
+    }
+    fn assert_refused(what: &str, inside: &Inside) {
+        assert!(
+            matches!(inside, Inside::Returned(r)
+                if r.starts_with("Err(") && r.contains("already being saved")),
+            "{what} serialized inside its own save: {inside:?}"
+        );
+    }
+    let cuckoo = Arc::new(CuckooFilter::with_capacity(100));
+    cuckoo.insert(&1u8).unwrap();
+    let before = cuckoo.to_bytes();
+    let (inside, saved) = inside_own_save(
+        &cuckoo,
+        |f, w| f.write_to(w),
+        |f: &CuckooFilter| describe(serialize_to_bytes(f)),
+    )
+    .expect("DEADLOCK: a CuckooFilter serialized inside its own save");
+    assert_refused("a CuckooFilter", &inside);
+    assert!(saved.unwrap() == before);
+
+    let expanding = Arc::new(ExpandingFilter::builder().capacity(100).build().unwrap());
+    expanding.insert(&1u8).unwrap();
+    let before = expanding.to_bytes();
+    let (inside, saved) = inside_own_save(
+        &expanding,
+        |f, w| f.write_to(w),
+        |f: &ExpandingFilter| describe(serialize_to_bytes(f)),
+    )
+    .expect("DEADLOCK: an ExpandingFilter serialized inside its own save");
+    assert_refused("an ExpandingFilter", &inside);
+    assert!(saved.unwrap() == before);
+}
