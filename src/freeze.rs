@@ -110,6 +110,19 @@ impl Drop for Mark {
     }
 }
 
+/// [`Nested`] if this thread is freezing `filter` now: for an operation that does not freeze
+/// the filter itself but would wait for a freeze (a doubling's splits take stripes).
+pub(crate) fn refuse_if_frozen_here<F: ?Sized>(filter: &F) -> Result<(), Nested> {
+    let at = address(filter);
+    FREEZING.with(|marks| {
+        if marks.borrow().contains(&at) {
+            Err(Nested)
+        } else {
+            Ok(())
+        }
+    })
+}
+
 fn address<F: ?Sized>(filter: &F) -> usize {
     (filter as *const F).cast::<()>() as usize
 }

@@ -17,6 +17,7 @@ use super::keys::{low_mask, Key, Pos};
 use super::table::words_for;
 use super::ExpandingFilter;
 use crate::error::InsertError;
+use crate::freeze;
 use crate::sync::Ordering;
 use crate::table::BucketWords;
 
@@ -196,7 +197,15 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// Splits every bucket an unfinished doubling has left, so lookups read one bucket per
     /// side again without first checking whether it is split. Inserts do this gradually (two
     /// buckets each); call this when the filter is built and will mostly be read.
+    ///
+    /// # Panics
+    ///
+    /// If called by the writer of a save of this same filter, on the saving thread: its
+    /// splits would wait for that save forever.
     pub fn finish_doubling(&self) {
+        // The splits take stripes, which a save on this thread holds frozen. Checked whether or
+        // not a doubling is in progress, so that such a call fails every time.
+        freeze::refuse_if_frozen_here(self).unwrap_or_else(|nested| nested.panic());
         let k = self.doublings_now();
         // A hint; each split is decided under its stripes.
         if k == 0 || !self.is_doubling() {

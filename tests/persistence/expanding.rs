@@ -1251,6 +1251,34 @@ fn to_bytes_inside_its_own_save_panics_instead_of_returning_no_bytes() {
     assert!(saved.unwrap() == before, "the outer save is whole");
 }
 
+/// `finish_doubling` splits buckets under their stripes, which a save of the same filter holds
+/// frozen: inside that save's destination it panics with the one message instead of waiting
+/// for itself forever, and splits nothing; afterwards it finishes the doubling.
+#[test]
+fn finish_doubling_inside_its_own_save_panics_instead_of_hanging() {
+    let (filter, kept) = mid_doubling(100, 0.01, 2, 3);
+    let filter = std::sync::Arc::new(filter);
+    let before = filter.to_bytes();
+    let (inside, saved) = inside_own_save(
+        &filter,
+        |f, w| f.write_to(w),
+        |f: &ExpandingFilter| {
+            f.finish_doubling();
+            "finished".to_string()
+        },
+    )
+    .expect("DEADLOCK: finish_doubling inside a save of the same filter");
+    Refused::NestedPanic.assert("finish_doubling", &inside);
+    assert!(saved.unwrap() == before, "the outer save is whole");
+    assert!(
+        filter.is_doubling() && filter.to_bytes() == before,
+        "nothing split"
+    );
+    filter.finish_doubling();
+    assert!(!filter.is_doubling());
+    assert!(kept.iter().all(|k| filter.contains(k)));
+}
+
 /// Whatever single bit of the header is flipped, `from_bytes` of a snapshot of the right
 /// length never blames bytes after the snapshot: a shorter length read from a corrupt header
 /// (a smaller first table, fewer doublings) is checked against the checksum first.
