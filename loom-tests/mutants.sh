@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 # a lookup that trusts a read of an unsplit bucket without validating its stripe, a split that
 # clears its bucket's bit after letting the stripes go, a last split that clears the "splitting"
 # flag before it takes its stripes, a lookup and a writer that do not check the doubling count
-# again, a kick walk committed without comparing what it planned on).
+# again, a move of a cuckoo path made without its stripes).
 # Arguments, if any, name the mutants to run instead of all of them.
 mutants=(no_version_check no_release_fence erase_before_copy fence_between_locks move_locks_one_stripe
     unnested_levels unique_trusts_unproven writer_ignores_freeze freeze_through_version
@@ -30,7 +30,7 @@ mutants=(no_version_check no_release_fence erase_before_copy fence_between_locks
     words_shared_by_stripes erase_release_last_word_only compact_one_stripe_miss
     release_ignores_writers release_without_freeze
     expanding_unvalidated_old expanding_bit_after_unlock expanding_reader_ignores_doublings
-    expanding_writer_ignores_doublings expanding_walk_unvalidated expanding_flag_before_split)
+    expanding_writer_ignores_doublings expanding_move_unlocked expanding_flag_before_split)
 if [ "$#" -gt 0 ]; then
     mutants=("$@")
 fi

@@ -9,7 +9,8 @@
 // | `hasher` | [`DefaultHashBuilder`] (portable: rapidhash V3) and [`AHashBuilder`] (opt-in) |
 // | `hashing` | item hash → primary bucket, fingerprint, alternate bucket, in nested levels |
 // | `stripe` | versioned lock stripes: writer pair locks, reader validation, item counters, a save's freeze |
-// | `table` | one table: lookups (`read`), inserts and removes (`write`), cuckoo paths (`path`) |
+// | `cuckoo_path` | the breadth-first search for a cuckoo path, and executing it one move at a time |
+// | `table` | one table: lookups (`read`), inserts and removes (`write`), its moves (`path`) |
 // | `levels` | growth: append-only levels, published for wait-free readers |
 // | `filter` | [`CuckooFilter`], the public type |
 // | `set` | [`CuckooSet`]: a `CuckooFilter` of one item type, with set semantics |
@@ -28,6 +29,7 @@
 mod bucket_layout;
 mod bucket_word;
 mod builder;
+mod cuckoo_path;
 mod error;
 mod expanding;
 mod filter;

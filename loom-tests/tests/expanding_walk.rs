@@ -1,14 +1,16 @@
-//! Model 19: a kick walk in an `ExpandingFilter` while another writer inserts into the bucket
-//! where the walk ends, and while a lookup reads the entries it moves.
+//! Model 19: a cuckoo path in an `ExpandingFilter` while another writer inserts into the bucket
+//! where the path ends, and while a lookup reads the entry it moves.
 //!
 //! x's two buckets A and B are full. Every entry of A has its other bucket in T; every entry
-//! of B has its other bucket in A; T has one free lane. So x's walk, whichever bucket it starts
-//! from, ends by moving an entry of A into T's free lane (one kick from A, two from B). It
-//! plans the walk without locks, then takes the stripes of every bucket it read and commits
-//! only if none of them changed. Meanwhile w, whose first bucket is T, takes that lane.
+//! of B has its other bucket in A; T has one free lane. So x's path search (breadth first,
+//! without locks) finds the move of A's first entry into T's free lane, which it makes under
+//! the stripes of A and T after checking that the entry is still in A and T still has room.
+//! Meanwhile w, whose first bucket is T, takes that lane.
 //!
-//! Mutant `expanding_walk_unvalidated` commits without comparing: it writes the moved entry
-//! over w (or w's insert lands first and the walk overwrites it), and w is lost.
+//! Mutant `expanding_move_unlocked` makes the move without taking the stripes: the move and w's
+//! insert both find T's free lane and both write it, and one of the two entries is lost. (The
+//! eight buckets share one stripe group, so a move that locks only one of its two stripes is
+//! not seen here.)
 #![cfg(loom)]
 
 use loom_tests::{check_both_orders, find_item, hook, Expanding, Outcome};

@@ -3,7 +3,7 @@
 //!
 //! `keys` says where an item lies at any size, `table` holds the packed lanes and splits them
 //! on a doubling, `doubling` spreads a doubling over the inserts after it, `kicks` places an
-//! entry by a random walk, `builder` picks the lane width for the target rate and the planned growth,
+//! entry, along a cuckoo path when its buckets are full, `builder` picks the lane width for the target rate and the planned growth,
 //! `snapshot` saves and restores a filter (validated, in a format of its own).
 
 mod builder;
@@ -27,6 +27,7 @@ pub use builder::ExpandingBuilder;
 
 use counts::{Counts, Totals};
 
+use crate::cuckoo_path::SearchLimits;
 use crate::error::InsertError;
 use crate::freeze::{self, Frozen, Nested};
 use crate::hasher::DefaultHashBuilder;
@@ -40,12 +41,19 @@ use table::{lane_of, Table, LANES};
 /// about 97 % before an insert fails).
 const MAX_LOAD: f64 = 0.95;
 
-/// Moves of one random-walk kick chain before the table doubles.
+/// How far an insert's search for a cuckoo path goes before the table doubles: as
+/// `CuckooFilter`'s table.
 #[cfg(not(loom))]
-const MAX_KICKS: u32 = 500;
-/// Under loom, a few (models place their items so that walks are short).
+const PATH_LIMITS: SearchLimits = SearchLimits {
+    nodes: 8192,
+    depth: 8,
+};
+/// Under loom, a few buckets (models place their items so that paths are short).
 #[cfg(loom)]
-const MAX_KICKS: u32 = 4;
+const PATH_LIMITS: SearchLimits = SearchLimits {
+    nodes: 24,
+    depth: 3,
+};
 
 /// Buckets of an unfinished doubling that each insert splits. A doubling has as many buckets
 /// to split as the table had, and the next doubling comes at least 3.8 inserts per bucket
@@ -148,8 +156,8 @@ pub struct ExpandingFilter<S = DefaultHashBuilder> {
     /// Items, lanes in use and entries by tail length.
     counts: Counts,
     target: f64,
-    /// Seed of the kick chains' victim choice, mixed with each item's hash: read only, so
-    /// walks on different threads share no written state.
+    /// A seed the snapshot format keeps (the kick walks' random choices used it once; cuckoo
+    /// paths are searched breadth first and need none).
     rng: u64,
     /// Serializes doublings, snapshots and clones (each freezes the stripes).
     grow: GrowLock,
@@ -446,7 +454,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
                 Placement::Placed => return Ok(true),
                 Placement::Present => return Ok(false),
                 Placement::Retry => continue,
-                // A walk planned in a table that has doubled since: the refusal rules below
+                // A path searched in a table that has doubled since: the refusal rules below
                 // would judge the old table.
                 Placement::Failed if self.doublings_now() != k => continue,
                 Placement::Failed => {}
@@ -690,9 +698,9 @@ enum Placement {
     Placed,
     /// A lane already matches the key (for a unique insert): nothing stored.
     Present,
-    /// No room was found within the kick limit: nothing changed.
+    /// No cuckoo path was found within the search's limits: nothing changed.
     Failed,
-    /// The table doubled, or a writer changed a bucket the walk planned to use: try again.
+    /// The table doubled: try again.
     Retry,
 }
 
