@@ -9,6 +9,23 @@
 
 use std::ops::ControlFlow;
 
+/// What placing an entry did, in every table that places entries along cuckoo paths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Placed {
+    /// A new copy of the entry was stored.
+    Inserted,
+    /// Only an absent item was to be stored, and a matching entry was already there; nothing
+    /// changed.
+    AlreadyPresent,
+    /// The table changed shape under the writer (it doubled, or it was released as an empty
+    /// older level); nothing was stored: look at the table again and start over.
+    Retry,
+}
+
+/// No room could be found within the search's limits; the table is as it was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct NoRoom;
+
 /// What the search needs of a table: its buckets' lanes as they are now, each entry's other
 /// bucket, and the move of one entry under its two buckets' stripes.
 pub(crate) trait PathSpace {

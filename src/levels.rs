@@ -682,7 +682,7 @@ impl Levels {
                 }
                 // A newer level was added meanwhile and this one released: the count loaded
                 // next is larger (see `Table::released_for_writers`).
-                Ok(Placed::LevelReleased) => {}
+                Ok(Placed::Retry) => {}
                 Err(NoRoom) => self.after_no_room(levels, newest, key, &mut retries)?,
             }
         }
@@ -745,7 +745,7 @@ impl Levels {
                 }
                 Ok(Placed::AlreadyPresent) => return Ok(false),
                 // As in `insert`: the target level was released, so a newer one exists.
-                Ok(Placed::LevelReleased) => {}
+                Ok(Placed::Retry) => {}
                 Err(NoRoom) => {
                     let newest = self.level(target);
                     self.after_no_room(levels, newest, newest.key(hash), &mut retries)?;

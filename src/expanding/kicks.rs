@@ -8,8 +8,8 @@ use std::ops::ControlFlow;
 
 use super::keys::{field_tail_bits, Key, Pos, ANCHOR_BITS};
 use super::table::{lane_of, LANES};
-use super::{ExpandingFilter, Placement, ANCHOR_MASK, PATH_LIMITS};
-use crate::cuckoo_path::{self, Hop, PathSpace};
+use super::{ExpandingFilter, ANCHOR_MASK, PATH_LIMITS};
+use crate::cuckoo_path::{self, Hop, NoRoom, PathSpace, Placed};
 
 /// Place, search and move rounds of one insert before its walk counts as failed (a move whose
 /// check fails means another writer changed the path: search again).
@@ -85,7 +85,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// Places `key`'s entry after `k` doublings (its buckets split): into an empty lane of
     /// either bucket, else along a cuckoo path that frees one. With `unique`, nothing is
     /// placed if a lane of its buckets matches it.
-    pub(super) fn place(&self, key: &Key, k: u32, unique: bool) -> Placement {
+    pub(super) fn place(&self, key: &Key, k: u32, unique: bool) -> Result<Placed, NoRoom> {
         let first = key.pos(0, k);
         let entry = (key.field(0, k, self.tail_bits) << ANCHOR_BITS) | key.anchor;
         let starts = [(first, entry), self.alternate(first, entry, k)];
@@ -94,30 +94,30 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             {
                 let _held = self.lock_pair(starts[0].0, starts[1].0);
                 if !self.still(k) {
-                    return Placement::Retry;
+                    return Ok(Placed::Retry);
                 }
                 if unique
                     && (self.matching_lane(key, 0, k).is_some()
                         || self.matching_lane(key, 1, k).is_some())
                 {
-                    return Placement::Present;
+                    return Ok(Placed::AlreadyPresent);
                 }
                 for (pos, entry) in starts {
                     if let Some(lane) = self.table.empty_lane(pos) {
                         self.table.set(pos, lane, entry);
                         self.count(first, 1, 1, self.tail_bits);
-                        return Placement::Placed;
+                        return Ok(Placed::Inserted);
                     }
                 }
             }
             let Some(hops) = cuckoo_path::find_path(&paths, starts[0].0, starts[1].0, PATH_LIMITS)
             else {
                 // Nothing was written: splits made on the way stay, and change no answer.
-                return Placement::Failed;
+                return Err(NoRoom);
             };
             cuckoo_path::execute_path(&paths, &hops);
         }
-        Placement::Failed
+        Err(NoRoom)
     }
 
     /// The other bucket and lane value of `entry` in the (split) bucket at `pos`, after `k`

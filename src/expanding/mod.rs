@@ -27,7 +27,7 @@ pub use builder::ExpandingBuilder;
 
 use counts::{Counts, Totals};
 
-use crate::cuckoo_path::SearchLimits;
+use crate::cuckoo_path::{NoRoom, Placed, SearchLimits};
 use crate::error::InsertError;
 use crate::freeze::{self, Frozen, Nested};
 use crate::hasher::DefaultHashBuilder;
@@ -451,13 +451,13 @@ impl<S: BuildHasher> ExpandingFilter<S> {
                 continue;
             }
             match self.place(key, k, unique) {
-                Placement::Placed => return Ok(true),
-                Placement::Present => return Ok(false),
-                Placement::Retry => continue,
+                Ok(Placed::Inserted) => return Ok(true),
+                Ok(Placed::AlreadyPresent) => return Ok(false),
+                Ok(Placed::Retry) => continue,
                 // A path searched in a table that has doubled since: the refusal rules below
                 // would judge the old table.
-                Placement::Failed if self.doublings_now() != k => continue,
-                Placement::Failed => {}
+                Err(NoRoom) if self.doublings_now() != k => continue,
+                Err(NoRoom) => {}
             }
             // A doubling separates entries of different items (by their next bit), but never
             // copies of one item: buckets jammed by repeated items stay jammed, so the table
@@ -690,18 +690,6 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     pub fn hasher(&self) -> &S {
         &self.hasher
     }
-}
-
-/// How a placement attempt ended.
-enum Placement {
-    /// The entry is stored.
-    Placed,
-    /// A lane already matches the key (for a unique insert): nothing stored.
-    Present,
-    /// No cuckoo path was found within the search's limits: nothing changed.
-    Failed,
-    /// The table doubled: try again.
-    Retry,
 }
 
 /// What a builder or a snapshot supplies to make a filter.

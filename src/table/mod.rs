@@ -64,12 +64,13 @@ const fn access_code(access: Access) -> u8 {
 }
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
+pub(crate) use crate::cuckoo_path::{NoRoom, Placed};
 #[cfg(all(test, not(loom)))]
 pub(crate) use crate::storage::FAIL_ALLOCATION;
 pub(crate) use crate::storage::{AllocationFailed, BucketWords};
 pub(crate) use batch::{BATCH, PREFETCH_AHEAD};
 pub(crate) use read::Lookup;
-pub(crate) use write::{Multiset, NoRoom, PairState, Placed, Unique};
+pub(crate) use write::{Multiset, PairState, Unique};
 
 /// Bounds on the work of one operation (guarantees 2 and 3: readers finish in a bounded number
 /// of steps, and an insert that finds no room gives up without having changed anything).

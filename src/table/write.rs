@@ -3,21 +3,10 @@
 
 use super::{Table, GENERAL, SORTED64, STRADDLING, WITHIN, WORD};
 use crate::bucket_layout::Access;
+use crate::cuckoo_path::{NoRoom, Placed};
 use crate::hashing::ItemKey;
 use crate::stripe::PairGuard;
 use crate::sync::Ordering;
-
-/// What an insert did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Placed {
-    /// A new copy of the fingerprint was stored.
-    Inserted,
-    /// `unique` was asked for and a copy was already there; nothing changed.
-    AlreadyPresent,
-    /// The table was released (it is no longer its filter's newest level, and was found
-    /// empty): nothing was stored; insert into the newest level instead.
-    LevelReleased,
-}
 
 /// What an item's two buckets hold, as `Table::pair_state` saw them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,10 +20,6 @@ pub(crate) enum PairState {
     /// Full, with other fingerprints: a cuckoo path in a larger table would free a slot.
     Crowded,
 }
-
-/// No room could be found within the search limits; the table is as it was.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct NoRoom;
 
 /// Whether an insert stores another copy regardless, or only when the item is absent.
 pub(crate) trait Uniqueness: Copy {
@@ -146,8 +131,10 @@ impl Table {
     ) -> Option<Placed> {
         let guard = self.stripes.lock_pair(a, b);
         // After the gate (`lock_pair`), before any store: see `release_if_empty`.
+        // Released: it is no longer its filter's newest level, and was found empty; insert
+        // into the newest level instead.
         if self.released_for_writers() {
-            return Some(Placed::LevelReleased);
+            return Some(Placed::Retry);
         }
         // Relaxed: we hold both stripes, and the lock's Acquire made the last writes visible.
         let word_a = self.load_as::<A>(a, Ordering::Relaxed);
