@@ -32,12 +32,12 @@ use crate::bucket_layout::{Bucket, BucketLayout, LayoutKind};
 use crate::error::InsertError;
 use crate::hashing::ItemKey;
 use crate::nested_freeze::{FreezingHere, NESTED};
+use crate::optimistic_read::Lookup;
 use crate::params;
 use crate::stripe::FreezeGuard;
 use crate::sync::{AtomicU64, AtomicUsize, GrowLock, Ordering};
 use crate::table::{
-    Limits, Lookup, Multiset, NoRoom, PairState, Placed, Table, TableShape, Unique, BATCH,
-    PREFETCH_AHEAD,
+    Limits, Multiset, NoRoom, PairState, Placed, Table, TableShape, Unique, BATCH, PREFETCH_AHEAD,
 };
 
 /// Levels whose reads one pass of `lookup_levels` begins before validating any: a filter grown

@@ -9,6 +9,7 @@
 // | `hasher` | [`DefaultHashBuilder`] (portable: rapidhash V3) and [`AHashBuilder`] (opt-in) |
 // | `hashing` | item hash → primary bucket, fingerprint, alternate bucket, in nested levels |
 // | `stripe` | versioned lock stripes: writer pair locks, reader validation, item counters, a save's freeze |
+// | `optimistic_read` | the retrying seqlock read of every filter's lookups and counts: `Lookup`, the one attempt limit, `retry_read` |
 // | `table` | one table: lookups (`read`), inserts and removes (`write`), cuckoo paths (`path`) |
 // | `levels` | growth: append-only levels, published for wait-free readers |
 // | `filter` | [`CuckooFilter`], the public type |
@@ -35,6 +36,7 @@ mod hasher;
 mod hashing;
 mod levels;
 mod nested_freeze;
+mod optimistic_read;
 mod params;
 mod persist;
 pub mod redisbloom;

@@ -6,10 +6,9 @@ use super::builder::MAX_DOUBLINGS;
 use super::counts::Totals;
 use super::keys::{KeyMap, ANCHOR_BITS};
 use super::table::Table;
-use super::{ExpandingFilter, Parts, READ_ATTEMPTS};
+use super::{ExpandingFilter, Parts};
 use crate::loom_hook::PassThrough;
-use crate::sync::reader_pause;
-use crate::table::Lookup;
+use crate::optimistic_read::Lookup;
 
 impl ExpandingFilter<PassThrough> {
     /// An empty filter of `base` (even) first-table buckets of four `lane_bits`-bit lanes that
@@ -68,15 +67,7 @@ impl ExpandingFilter<PassThrough> {
 
     /// The full outcome of `contains(item)`.
     pub(crate) fn loom_lookup(&self, item: u64) -> Lookup {
-        let key = self.keys.key(item);
-        for _ in 0..READ_ATTEMPTS {
-            match self.lookup(&key) {
-                Some(true) => return Lookup::Present,
-                Some(false) => return Lookup::Absent,
-                None => reader_pause(),
-            }
-        }
-        Lookup::Unproven
+        self.lookup_retried(&self.keys.key(item))
     }
 
     /// Begins the next doubling now, as an insert that found the table full would.

@@ -30,8 +30,9 @@ use counts::{Counts, Totals};
 use crate::error::InsertError;
 use crate::hasher::DefaultHashBuilder;
 use crate::nested_freeze::{FreezingHere, NESTED};
+use crate::optimistic_read::{retry_read, Lookup, READ_ATTEMPTS};
 use crate::stripe::StripeSet;
-use crate::sync::{reader_pause, AtomicBool, AtomicU64, GrowLock, Ordering};
+use crate::sync::{AtomicBool, AtomicU64, GrowLock, Ordering};
 use crate::table::BucketWords;
 use keys::{field_tail_bits, Key, KeyMap, Pos, ANCHOR_BITS};
 use table::{lane_of, Table, LANES};
@@ -51,14 +52,6 @@ const MAX_KICKS: u32 = 4;
 /// to split as the table had, and the next doubling comes at least 3.8 inserts per bucket
 /// later, so two per insert finish it in the first eighth of that time.
 const SPLITS_PER_INSERT: u64 = 2;
-
-/// Optimistic attempts of a lookup before it answers "maybe present" (a writer kept changing
-/// its buckets): so a lookup never waits for a writer.
-#[cfg(not(loom))]
-const READ_ATTEMPTS: u32 = 64;
-/// Under loom, a few: each retry is a path to explore.
-#[cfg(loom)]
-const READ_ATTEMPTS: u32 = 3;
 
 /// The fewest and the most stripes (see `stripes_for`): 256 bytes to 16 KiB.
 #[cfg(not(loom))]
@@ -183,15 +176,14 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// ("maybe") after a bounded number of attempts.
     #[inline]
     pub fn contains<T: Hash + ?Sized>(&self, item: &T) -> bool {
-        let key = self.key(item);
-        for _ in 0..READ_ATTEMPTS {
-            if let Some(answer) = self.lookup(&key) {
-                return answer;
-            }
-            reader_pause();
-        }
-        // Every attempt met a writer: "maybe present", never a false negative.
-        true
+        // Unproven (every attempt met a writer) is "maybe present", never a false negative.
+        self.lookup_retried(&self.key(item)) != Lookup::Absent
+    }
+
+    /// Looks `key` up: optimistic attempts (`lookup`), at most `READ_ATTEMPTS` of them.
+    #[inline(always)]
+    fn lookup_retried(&self, key: &Key) -> Lookup {
+        Lookup::of(retry_read(READ_ATTEMPTS, |_| self.lookup(key)))
     }
 
     /// One optimistic lookup: whether a lane of `key`'s buckets matches it, or `None` when a
