@@ -222,7 +222,7 @@ impl GrowthPlan {
         let base = self.level_layout(0)?;
         let (base_bits, base_buckets) = (base.bits(), self.base_buckets(&base)?);
         if level == 0 {
-            let stripes = params::level_stripes_for(base_buckets);
+            let stripes = params::stripes_for(base_buckets);
             return Ok(TableShape::flat(
                 self.layout,
                 base_buckets,
@@ -251,7 +251,7 @@ impl GrowthPlan {
             layout: self.layout,
             buckets,
             bits,
-            stripes: params::level_stripes_for(buckets),
+            stripes: params::stripes_for(buckets),
             base_buckets,
             base_bits,
         })

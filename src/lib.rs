@@ -15,7 +15,7 @@
 // | `filter` | [`CuckooFilter`], the public type |
 // | `set` | [`CuckooSet`]: a `CuckooFilter` of one item type, with set semantics |
 // | `expanding` | [`ExpandingFilter`]: one table that doubles in place, lookups of two buckets at any size |
-// | `builder`, `params` | [`Builder`] and the arithmetic behind its choices |
+// | `builder`, `params` | [`Builder`] and the arithmetic behind its choices; every filter type's stripe count |
 // | `persist` | snapshots: [`CuckooFilter::write_to`], [`CuckooFilter::read_from`], [`PersistError`] |
 // | `error` | [`InsertError`], [`BuildError`] |
 // | `storage` | memory for bucket words: own mappings, huge pages, prefetch (the only `unsafe`) |

@@ -31,6 +31,7 @@ use crate::error::InsertError;
 use crate::hasher::DefaultHashBuilder;
 use crate::nested_freeze::{FreezingHere, NESTED};
 use crate::optimistic_read::{retry_read, Lookup, READ_ATTEMPTS};
+use crate::params;
 use crate::stripe::StripeSet;
 use crate::sync::{AtomicBool, AtomicU64, GrowLock, Ordering};
 use crate::table::BucketWords;
@@ -52,13 +53,6 @@ const MAX_KICKS: u32 = 4;
 /// to split as the table had, and the next doubling comes at least 3.8 inserts per bucket
 /// later, so two per insert finish it in the first eighth of that time.
 const SPLITS_PER_INSERT: u64 = 2;
-
-/// The fewest and the most stripes (see `stripes_for`): 256 bytes to 16 KiB.
-#[cfg(not(loom))]
-const STRIPES: (usize, usize) = (16, 1024);
-/// Under loom, tiny tables get few stripes, so that models meet on them.
-#[cfg(loom)]
-const STRIPES: (usize, usize) = (2, 4);
 
 const ANCHOR_MASK: u64 = (1 << ANCHOR_BITS) - 1;
 
@@ -717,7 +711,10 @@ impl<S> ExpandingFilter<S> {
             (next, left) = (at, remaining);
         }
         ExpandingFilter {
-            stripes: StripeSet::new(stripes_for(parts.table.base(), parts.max_doublings)),
+            stripes: StripeSet::new(largest_table_stripes(
+                parts.table.base(),
+                parts.max_doublings,
+            )),
             keys: parts.keys,
             table: parts.table,
             doublings: AtomicU64::new(u64::from(parts.doublings)),
@@ -788,16 +785,12 @@ impl<S: Clone> Clone for ExpandingFilter<S> {
     }
 }
 
-/// Stripes for a first table of `base` buckets that may double `max_doublings` times: one
-/// per 256 buckets of the largest table (16 bytes per 256 buckets, under 0.02 bits a lane),
-/// so that writers on many threads rarely meet once it has grown, within `STRIPES`.
-fn stripes_for(base: u64, max_doublings: u32) -> usize {
+/// Stripes for a first table of `base` buckets that may double `max_doublings` times: the
+/// crate's rule (`params::stripes_for`) for the largest table, so that writers on many threads
+/// rarely meet once it has grown.
+fn largest_table_stripes(base: u64, max_doublings: u32) -> usize {
     let largest = u128::from(base) << max_doublings.min(64);
-    let wanted = usize::try_from(largest / 256).unwrap_or(usize::MAX);
-    wanted
-        .checked_next_power_of_two()
-        .unwrap_or(usize::MAX)
-        .clamp(STRIPES.0, STRIPES.1)
+    params::stripes_for(usize::try_from(largest).unwrap_or(usize::MAX))
 }
 
 impl<S> fmt::Debug for ExpandingFilter<S> {
