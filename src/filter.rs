@@ -9,8 +9,9 @@ use crate::builder::{Builder, Layout};
 use crate::error::{InsertError, InsertManyError};
 use crate::hasher::DefaultHashBuilder;
 use crate::levels::Levels;
+use crate::optimistic_read::Lookup;
 use crate::params;
-use crate::table::{Lookup, BATCH};
+use crate::table::BATCH;
 
 /// Statistics of one level of a filter (see [`CuckooFilter::level_stats`]).
 #[derive(Clone, Debug, PartialEq)]

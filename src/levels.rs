@@ -32,11 +32,11 @@ use crate::bucket_layout::{Bucket, BucketLayout, LayoutKind};
 use crate::error::InsertError;
 use crate::freeze::{self, Frozen, Mark, Nested};
 use crate::hashing::ItemKey;
+use crate::optimistic_read::Lookup;
 use crate::params;
 use crate::sync::{AtomicU64, AtomicUsize, GrowLock, Ordering};
 use crate::table::{
-    Limits, Lookup, Multiset, NoRoom, PairState, Placed, Table, TableShape, Unique, BATCH,
-    PREFETCH_AHEAD,
+    Limits, Multiset, NoRoom, PairState, Placed, Table, TableShape, Unique, BATCH, PREFETCH_AHEAD,
 };
 
 /// Levels whose reads one pass of `lookup_levels` begins before validating any: a filter grown
@@ -221,7 +221,7 @@ impl GrowthPlan {
         let base = self.level_layout(0)?;
         let (base_bits, base_buckets) = (base.bits(), self.base_buckets(&base)?);
         if level == 0 {
-            let stripes = params::level_stripes_for(base_buckets);
+            let stripes = params::stripes_for(base_buckets);
             return Ok(TableShape::flat(
                 self.layout,
                 base_buckets,
@@ -250,7 +250,7 @@ impl GrowthPlan {
             layout: self.layout,
             buckets,
             bits,
-            stripes: params::level_stripes_for(buckets),
+            stripes: params::stripes_for(buckets),
             base_buckets,
             base_bits,
         })

@@ -10,12 +10,13 @@
 // | `hashing` | item hash → primary bucket, fingerprint, alternate bucket, in nested levels |
 // | `stripe` | versioned lock stripes: writer pair locks, reader validation, item counters, a save's freeze |
 // | `cuckoo_path` | the breadth-first search for a cuckoo path, and executing it one move at a time |
+// | `optimistic_read` | the retrying seqlock read of every filter's lookups and counts: `Lookup`, the one attempt limit, `retry_read` |
 // | `table` | one table: lookups (`read`), inserts and removes (`write`), its moves (`path`) |
 // | `levels` | growth: append-only levels, published for wait-free readers |
 // | `filter` | [`CuckooFilter`], the public type |
 // | `set` | [`CuckooSet`]: a `CuckooFilter` of one item type, with set semantics |
 // | `expanding` | [`ExpandingFilter`]: one table that doubles in place, lookups of two buckets at any size |
-// | `builder`, `params` | [`Builder`] and the arithmetic behind its choices |
+// | `builder`, `params` | [`Builder`] and the arithmetic behind its choices; every filter type's stripe count |
 // | `persist` | snapshots: [`CuckooFilter::write_to`], [`CuckooFilter::read_from`], [`PersistError`] |
 // | `error` | [`InsertError`], [`BuildError`] |
 // | `storage` | memory for bucket words: own mappings, huge pages, prefetch (the only `unsafe`) |
@@ -37,6 +38,7 @@ mod freeze;
 mod hasher;
 mod hashing;
 mod levels;
+mod optimistic_read;
 mod params;
 mod persist;
 pub mod redisbloom;

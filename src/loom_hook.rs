@@ -10,8 +10,9 @@ use crate::bucket_layout::LayoutKind;
 use crate::builder::Layout;
 use crate::filter::CuckooFilter;
 use crate::levels::{GrowthPlan, Levels, WidthRule};
+use crate::optimistic_read::Lookup;
 use crate::redisbloom::RedisCuckooFilter;
-use crate::table::{Limits, Lookup, Table, TableShape};
+use crate::table::{Limits, Table, TableShape};
 
 /// A hasher that returns the `u64` it is given: models choose an item's hash, and so its
 /// primary bucket and fingerprint, directly.

@@ -133,26 +133,25 @@ pub(crate) fn buckets_at_sizing_load(items: usize, layout: &BucketLayout) -> Opt
 const MIN_STRIPES: usize = 16;
 /// Most lock stripes: 64 KiB of stripes, small enough to stay in cache for readers.
 const MAX_STRIPES: usize = 4096;
+/// Buckets per lock stripe, at least: 16 bytes of stripe per 256 buckets of four lanes (under
+/// 0.07 bits per item in a `CuckooFilter`).
+const BUCKETS_PER_STRIPE: usize = 256;
 
-/// Lock stripes for a RedisBloom sub-filter: a power of two, one per 128 buckets or fewer (so
-/// that they cost at most 1/64 of its memory), within `MIN_STRIPES..=MAX_STRIPES`. Writers on
-/// different stripes never wait for each other; with 2048 or more stripes, two writers meet
-/// rarely.
+/// Lock stripes for a table of `buckets` buckets, for every filter type: a level of a
+/// `CuckooFilter`, the largest table an `ExpandingFilter` may double into, a RedisBloom
+/// sub-filter. A power of two, one per 256 buckets or fewer, within
+/// `MIN_STRIPES..=MAX_STRIPES` (one per bucket in a table of fewer than 16). At a million
+/// items that is 512 stripes; from 1M buckets (about 4M items) up, 4096. Writers on different
+/// stripes never wait for each other; with 2048 or more stripes, two writers meet rarely.
 pub(crate) fn stripes_for(buckets: usize) -> usize {
-    stripes_one_per(buckets, 128)
-}
-
-/// Lock stripes for a level of a `CuckooFilter`: one per 256 buckets or fewer (16 bytes per 256
-/// buckets of 4 lanes, under 0.07 bits per item), within `MIN_STRIPES..=MAX_STRIPES`. At a
-/// million items that is 512 stripes; from 1M buckets (about 4M items) up, 4096.
-pub(crate) fn level_stripes_for(buckets: usize) -> usize {
-    stripes_one_per(buckets, 256)
-}
-
-fn stripes_one_per(buckets: usize, per_stripe: usize) -> usize {
-    let by_size = (buckets / per_stripe).max(1);
+    let by_size = (buckets / BUCKETS_PER_STRIPE).max(1);
     let power_below = 1usize << by_size.ilog2();
-    power_below.clamp(MIN_STRIPES.min(buckets.next_power_of_two()), MAX_STRIPES)
+    let fewest = if buckets < MIN_STRIPES {
+        buckets.next_power_of_two()
+    } else {
+        MIN_STRIPES
+    };
+    power_below.clamp(fewest, MAX_STRIPES)
 }
 
 /// The default false-positive rate target.
@@ -262,12 +261,25 @@ mod tests {
 
     #[test]
     fn stripes_are_a_power_of_two_within_bounds() {
-        for buckets in [1usize, 2, 3, 7, 100, 4096, 1 << 20, 1 << 32] {
+        for buckets in [1usize, 2, 3, 7, 100, 4096, 1 << 20, 1 << 32, usize::MAX] {
             let s = stripes_for(buckets);
             assert!(
                 s.is_power_of_two() && (1..=4096).contains(&s),
                 "{buckets} -> {s}"
             );
         }
+    }
+
+    #[test]
+    fn stripes_are_one_per_256_buckets_or_fewer() {
+        // Tiny tables: one stripe per bucket (the loom models rely on it), up to 16.
+        assert_eq!(stripes_for(4), 4);
+        assert_eq!(stripes_for(8), 8);
+        assert_eq!(stripes_for(100), 16);
+        assert_eq!(stripes_for(16 * 256), 16);
+        assert_eq!(stripes_for(512 * 256), 512);
+        assert_eq!(stripes_for(512 * 256 + 255), 512);
+        assert_eq!(stripes_for(1 << 20), 4096);
+        assert_eq!(stripes_for(1 << 30), 4096);
     }
 }

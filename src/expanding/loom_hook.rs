@@ -6,18 +6,24 @@ use super::builder::MAX_DOUBLINGS;
 use super::counts::Totals;
 use super::keys::{KeyMap, ANCHOR_BITS};
 use super::table::Table;
-use super::{ExpandingFilter, Parts, READ_ATTEMPTS};
+use super::{ExpandingFilter, Parts};
 use crate::loom_hook::PassThrough;
-use crate::sync::reader_pause;
-use crate::table::Lookup;
+use crate::optimistic_read::Lookup;
+use crate::stripe::StripeSet;
+
+/// Stripes of a model's filter: fewer than the crate's rule gives a tiny table (one per bucket),
+/// so that a doubling's freeze is few steps to explore; the first table's buckets share one
+/// stripe, the first segment added by a doubling the other (see `loom_hook::tiny_expanding`).
+const LOOM_STRIPES: usize = 2;
 
 impl ExpandingFilter<PassThrough> {
     /// An empty filter of `base` (even) first-table buckets of four `lane_bits`-bit lanes that
-    /// may double `max_doublings` times; items are their own hashes.
+    /// may double `max_doublings` times, guarded by two stripes (`LOOM_STRIPES`); items are
+    /// their own hashes.
     pub(crate) fn loom_tiny(base: u64, lane_bits: u32, max_doublings: u32) -> Self {
         assert!(max_doublings <= MAX_DOUBLINGS);
         let table = Table::new(base, lane_bits, max_doublings).expect("a tiny table");
-        ExpandingFilter::from_parts(Parts {
+        let mut filter = ExpandingFilter::from_parts(Parts {
             keys: KeyMap::new(base),
             table,
             max_doublings,
@@ -28,7 +34,10 @@ impl ExpandingFilter<PassThrough> {
             splitting: None,
             totals: Totals::default(),
             rng: 0x2545_f491_4f6c_dd1d,
-        })
+        });
+        // Not yet shared: nothing has read the stripes the crate's rule gave it.
+        filter.stripes = StripeSet::new(LOOM_STRIPES);
+        filter
     }
 
     /// `item`'s bucket on each side after `doublings` doublings: (home, high part).
@@ -68,15 +77,7 @@ impl ExpandingFilter<PassThrough> {
 
     /// The full outcome of `contains(item)`.
     pub(crate) fn loom_lookup(&self, item: u64) -> Lookup {
-        let key = self.keys.key(item);
-        for _ in 0..READ_ATTEMPTS {
-            match self.lookup(&key) {
-                Some(true) => return Lookup::Present,
-                Some(false) => return Lookup::Absent,
-                None => reader_pause(),
-            }
-        }
-        Lookup::Unproven
+        self.lookup_retried(&self.keys.key(item))
     }
 
     /// Begins the next doubling now, as an insert that found the table full would.

@@ -31,8 +31,10 @@ use crate::cuckoo_path::{NoRoom, Placed, SearchLimits};
 use crate::error::InsertError;
 use crate::freeze::{self, Frozen, Nested};
 use crate::hasher::DefaultHashBuilder;
+use crate::optimistic_read::{retry_read, Lookup, READ_ATTEMPTS};
+use crate::params;
 use crate::stripe::StripeSet;
-use crate::sync::{reader_pause, AtomicBool, AtomicU64, GrowLock, Ordering};
+use crate::sync::{AtomicBool, AtomicU64, GrowLock, Ordering};
 use crate::table::BucketWords;
 use keys::{field_tail_bits, Key, KeyMap, Pos, ANCHOR_BITS};
 use table::{lane_of, Table, LANES};
@@ -59,21 +61,6 @@ const PATH_LIMITS: SearchLimits = SearchLimits {
 /// to split as the table had, and the next doubling comes at least 3.8 inserts per bucket
 /// later, so two per insert finish it in the first eighth of that time.
 const SPLITS_PER_INSERT: u64 = 2;
-
-/// Optimistic attempts of a lookup before it answers "maybe present" (a writer kept changing
-/// its buckets): so a lookup never waits for a writer.
-#[cfg(not(loom))]
-const READ_ATTEMPTS: u32 = 64;
-/// Under loom, a few: each retry is a path to explore.
-#[cfg(loom)]
-const READ_ATTEMPTS: u32 = 3;
-
-/// The fewest and the most stripes (see `stripes_for`): 256 bytes to 16 KiB.
-#[cfg(not(loom))]
-const STRIPES: (usize, usize) = (16, 1024);
-/// Under loom, tiny tables get few stripes, so that models meet on them.
-#[cfg(loom)]
-const STRIPES: (usize, usize) = (2, 4);
 
 const ANCHOR_MASK: u64 = (1 << ANCHOR_BITS) - 1;
 
@@ -191,15 +178,14 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// ("maybe") after a bounded number of attempts.
     #[inline]
     pub fn contains<T: Hash + ?Sized>(&self, item: &T) -> bool {
-        let key = self.key(item);
-        for _ in 0..READ_ATTEMPTS {
-            if let Some(answer) = self.lookup(&key) {
-                return answer;
-            }
-            reader_pause();
-        }
-        // Every attempt met a writer: "maybe present", never a false negative.
-        true
+        // Unproven (every attempt met a writer) is "maybe present", never a false negative.
+        self.lookup_retried(&self.key(item)) != Lookup::Absent
+    }
+
+    /// Looks `key` up: optimistic attempts (`lookup`), at most `READ_ATTEMPTS` of them.
+    #[inline(always)]
+    fn lookup_retried(&self, key: &Key) -> Lookup {
+        Lookup::of(retry_read(READ_ATTEMPTS, |_| self.lookup(key)))
     }
 
     /// One optimistic lookup: whether a lane of `key`'s buckets matches it, or `None` when a
@@ -719,7 +705,10 @@ impl<S> ExpandingFilter<S> {
             (next, left) = (at, remaining);
         }
         ExpandingFilter {
-            stripes: StripeSet::new(stripes_for(parts.table.base(), parts.max_doublings)),
+            stripes: StripeSet::new(largest_table_stripes(
+                parts.table.base(),
+                parts.max_doublings,
+            )),
             keys: parts.keys,
             table: parts.table,
             doublings: AtomicU64::new(u64::from(parts.doublings)),
@@ -786,16 +775,12 @@ impl<S: Clone> Clone for ExpandingFilter<S> {
     }
 }
 
-/// Stripes for a first table of `base` buckets that may double `max_doublings` times: one
-/// per 256 buckets of the largest table (16 bytes per 256 buckets, under 0.02 bits a lane),
-/// so that writers on many threads rarely meet once it has grown, within `STRIPES`.
-fn stripes_for(base: u64, max_doublings: u32) -> usize {
+/// Stripes for a first table of `base` buckets that may double `max_doublings` times: the
+/// crate's rule (`params::stripes_for`) for the largest table, so that writers on many threads
+/// rarely meet once it has grown.
+fn largest_table_stripes(base: u64, max_doublings: u32) -> usize {
     let largest = u128::from(base) << max_doublings.min(64);
-    let wanted = usize::try_from(largest / 256).unwrap_or(usize::MAX);
-    wanted
-        .checked_next_power_of_two()
-        .unwrap_or(usize::MAX)
-        .clamp(STRIPES.0, STRIPES.1)
+    params::stripes_for(usize::try_from(largest).unwrap_or(usize::MAX))
 }
 
 impl<S> fmt::Debug for ExpandingFilter<S> {

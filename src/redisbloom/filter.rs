@@ -14,16 +14,14 @@ use super::payload;
 use super::raw::RawFilter;
 use super::sub_filter::{Probe, SubFilter};
 use crate::freeze::{self, Frozen};
+use crate::optimistic_read::{retry_read, Lookup, READ_ATTEMPTS};
 use crate::stripe::{Stripe, StripeSet};
-use crate::sync::{fence, reader_pause, AtomicU64, AtomicUsize, GrowLock, Ordering};
-use crate::table::{AllocationFailed, Lookup};
+use crate::sync::{fence, AtomicU64, AtomicUsize, GrowLock, Ordering};
+use crate::table::AllocationFailed;
 
 #[cfg(loom)]
 #[path = "loom_hook.rs"]
 mod loom_hook;
-
-/// Optimistic attempts of `count` before it waits for a compaction to end.
-const COUNT_ATTEMPTS: u32 = 16;
 
 /// Most sub-filters a lookup reads in one pass (see `lookup_observed`); a filter with more
 /// asks them one at a time.
@@ -420,25 +418,28 @@ impl RedisCuckooFilter {
     /// RedisBloom, it counts a bucket twice when the item's two buckets are the same one.
     ///
     /// Exact for one moment: a count that overlaps a compaction (which moves fingerprints from
-    /// newer sub-filters to older ones) tries again, and after a few tries waits for it.
+    /// newer sub-filters to older ones) tries again, and when every attempt overlapped one
+    /// (the crate's read limit, `READ_ATTEMPTS`) waits for it to end: a count has no "maybe"
+    /// to fall back on.
     pub fn count(&self, item: impl AsRef<[u8]>) -> u64 {
         let h = ItemHash::of(item.as_ref());
         let sum = || (0..self.live()).map(|i| self.sub(i).count(&h) as u64).sum();
-        for _ in 0..COUNT_ATTEMPTS {
+        let counted = retry_read(READ_ATTEMPTS, |_| {
             // Acquire: the loads below see every move of the compaction that ended here.
             let begun = self.compacting.load(Ordering::Acquire);
-            if begun & 1 == 0 {
-                let n = sum();
-                // Acquire fence: orders the sub-filters' loads before the re-check (a load that
-                // saw a move also sees the odd count stored before it).
-                fence(Ordering::Acquire);
-                if self.compacting.load(Ordering::Relaxed) == begun {
-                    return n;
-                }
+            if begun & 1 != 0 {
+                return None;
             }
-            reader_pause();
+            let n = sum();
+            // Acquire fence: orders the sub-filters' loads before the re-check (a load that
+            // saw a move also sees the odd count stored before it).
+            fence(Ordering::Acquire);
+            (self.compacting.load(Ordering::Relaxed) == begun).then_some(n)
+        });
+        if let Some(n) = counted {
+            return n;
         }
-        // No compaction runs while the grow lock is held.
+        // Unproven: wait for the compaction. No compaction runs while the grow lock is held.
         let _grow = self.grow_lock.lock();
         sum()
     }

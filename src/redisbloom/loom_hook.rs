@@ -3,11 +3,11 @@
 //! `filter`, so that it reaches the filter's private parts without widening them.
 
 use super::RedisCuckooFilter;
+use crate::optimistic_read::Lookup;
 use crate::redisbloom::hash::ItemHash;
 use crate::redisbloom::params::{Geometry, DEFAULT_MAX_EXPANSIONS};
 use crate::redisbloom::sub_filter::{Slot, SubFilter};
 use crate::sync::Ordering;
-use crate::table::Lookup;
 
 impl RedisCuckooFilter {
     /// A filter of `sub_filters` live sub-filters, each of `buckets` buckets (expansion 1) of

@@ -16,12 +16,10 @@
 use std::ops::Range;
 
 use super::hash::{alt_bucket, bucket_of, ItemHash};
+use crate::optimistic_read::{retry_read, Lookup, READ_ATTEMPTS};
 use crate::stripe::{FreezeGuard, PairGuard, SetGuard, Stripe, StripeSet};
-use crate::sync::{reader_pause, Ordering};
-use crate::table::{AllocationFailed, BucketWords, Lookup};
-
-/// Optimistic attempts of a lookup before it answers "maybe present" (as the main table).
-const READ_ATTEMPTS: u32 = 64;
+use crate::sync::Ordering;
+use crate::table::{AllocationFailed, BucketWords};
 
 /// Every byte of a word set to one.
 const ONES: u64 = 0x0101_0101_0101_0101;
@@ -314,17 +312,13 @@ impl SubFilter {
             return Lookup::Present;
         }
         let stripe = self.stripes.of(pair.0);
-        for _ in 0..READ_ATTEMPTS {
+        Lookup::of(retry_read(READ_ATTEMPTS, |_| {
             let begun = stripe.read_begin();
             if self.holds_either(pair, h.fp) {
-                return Lookup::Present;
+                return Some(true);
             }
-            if stripe.read_validate(begun) {
-                return Lookup::Absent;
-            }
-            reader_pause();
-        }
-        Lookup::Unproven
+            stripe.read_validate(begun).then_some(false)
+        }))
     }
 
     /// Whether either bucket holds `fp`, proven: a lookup, settled under the pair's stripes
@@ -349,14 +343,16 @@ impl SubFilter {
         let (a, b) = self.pair(h);
         let both = |order| self.count_in(a, h.fp, order) + self.count_in(b, h.fp, order);
         let stripe = self.stripes.of(a);
-        for _ in 0..READ_ATTEMPTS {
+        let counted = retry_read(READ_ATTEMPTS, |_| {
             let begun = stripe.read_begin();
+            // Acquire: orders the validating load after these (see `Stripe::read_validate`).
             let n = both(Ordering::Acquire);
-            if stripe.read_validate(begun) {
-                return n;
-            }
-            reader_pause();
+            stripe.read_validate(begun).then_some(n)
+        });
+        if let Some(n) = counted {
+            return n;
         }
+        // Every attempt met a writer: count under the pair's stripes (read-only).
         let _read = self.stripes.lock_pair_to_read(a, b);
         both(Ordering::Relaxed)
     }

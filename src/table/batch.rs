@@ -4,9 +4,10 @@
 //! instruction would wait for earlier loads, not for prefetches). Per item, the protocol is
 //! exactly that of `lookup` and `insert`.
 
-use super::{Lookup, Table, GENERAL, SORTED64, STRADDLING, WITHIN, WORD};
+use super::{Table, GENERAL, SORTED64, STRADDLING, WITHIN, WORD};
 use crate::bucket_layout::{Access, Bucket};
 use crate::hashing::ItemKey;
+use crate::optimistic_read::Lookup;
 use crate::sync::Ordering;
 
 /// Items per batch: enough independent loads in flight to cover the memory latency, few enough

@@ -11,6 +11,7 @@ mod write;
 use crate::bucket_layout::{Access, Span};
 use crate::bucket_layout::{Bucket, BucketLayout, LayoutKind};
 use crate::hashing::{ItemKey, KeyMapper, Nesting};
+use crate::optimistic_read::READ_ATTEMPTS;
 use crate::stripe::{FreezeGuard, StripeSet};
 
 /// How many consecutive buckets share a stripe: the runs that fill whole words (see
@@ -69,14 +70,14 @@ pub(crate) use crate::cuckoo_path::{NoRoom, Placed};
 pub(crate) use crate::storage::FAIL_ALLOCATION;
 pub(crate) use crate::storage::{AllocationFailed, BucketWords};
 pub(crate) use batch::{BATCH, PREFETCH_AHEAD};
-pub(crate) use read::Lookup;
 pub(crate) use write::{Multiset, PairState, Unique};
 
 /// Bounds on the work of one operation (guarantees 2 and 3: readers finish in a bounded number
 /// of steps, and an insert that finds no room gives up without having changed anything).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Limits {
-    /// Optimistic attempts of a lookup before it answers "maybe present".
+    /// Optimistic attempts of a lookup or count before it gives up: the crate's one
+    /// [`READ_ATTEMPTS`], or fewer in a loom model that wants an impatient reader.
     pub(crate) read_attempts: u32,
     /// Buckets a path search may visit: 8192 rather than 2048 lets four-lane tables fill a
     /// little further before the first failed insert, at the cost of a longer search only near
@@ -90,7 +91,7 @@ pub(crate) struct Limits {
 
 impl Limits {
     pub(crate) const DEFAULT: Limits = Limits {
-        read_attempts: 64,
+        read_attempts: READ_ATTEMPTS,
         path_nodes: 8192,
         path_depth: 8,
         insert_rounds: 16,

@@ -3,44 +3,12 @@
 use super::{Table, GENERAL, SORTED64, STRADDLING, WITHIN, WORD};
 use crate::bucket_layout::{Access, Bucket};
 use crate::hashing::{ItemKey, Narrowed};
+use crate::optimistic_read::{retry_read, Lookup};
 use crate::stripe::Stripe;
-use crate::sync::{reader_pause, Ordering};
+use crate::sync::Ordering;
 
 /// Where a key's two buckets start: each one's first word and the bit in it.
 type PairAt = ((usize, u32), (usize, u32));
-
-/// The outcome of a lookup.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Lookup {
-    /// A lane holds the fingerprint.
-    Present,
-    /// Both buckets were read in one consistent state and neither holds the fingerprint.
-    Absent,
-    /// Every optimistic attempt collided with a writer; the answer falls back to "maybe".
-    Unproven,
-}
-
-impl Lookup {
-    /// The answer over several tables (levels, sub-filters), looked up in the iterator's order
-    /// and lazily: `Present` at the first table that has the item, else `Unproven` if any
-    /// table's answer was, else `Absent`.
-    #[inline]
-    pub(crate) fn over(answers: impl Iterator<Item = Lookup>) -> Lookup {
-        let mut unproven = false;
-        for answer in answers {
-            match answer {
-                Lookup::Present => return Lookup::Present,
-                Lookup::Unproven => unproven = true,
-                Lookup::Absent => {}
-            }
-        }
-        if unproven {
-            Lookup::Unproven
-        } else {
-            Lookup::Absent
-        }
-    }
-}
 
 impl Table {
     /// The first half of a seqlock read, for a lookup over several levels at once: the
@@ -217,8 +185,9 @@ impl Table {
         self.holds_as::<A>(&first, fp) | self.holds_as::<A>(&second, fp)
     }
 
-    /// The rest of a lookup whose first validation failed: the re-read of `a`, then further
-    /// attempts, then "maybe present".
+    /// The rest of a lookup whose first validation failed: the re-read of `a` that ends the
+    /// first attempt, then further attempts, then "maybe present". Attempt `n` of `retry_read`
+    /// has `n` failed validations behind it.
     #[cold]
     #[inline(never)]
     fn lookup_contended(
@@ -228,26 +197,22 @@ impl Table {
         fp: u64,
         mut seen: (Bucket, Bucket),
     ) -> (Lookup, u32) {
-        if self.reprobe(a, fp) {
-            return (Lookup::Present, 1);
-        }
-        for attempt in 2..=self.limits.read_attempts {
-            reader_pause();
-            let failed = attempt - 1;
-            let begun = self.read_begin(a, b);
-            let now = self.load_pair(a, b);
-            if now != seen && self.holds_either(now, fp) {
-                return (Lookup::Present, failed);
+        let answer = retry_read(self.limits.read_attempts, |n| {
+            // Attempt 0 is `lookup_as`'s, its loads and its validation made already.
+            if n > 0 {
+                let begun = self.read_begin(a, b);
+                let now = self.load_pair(a, b);
+                if now != seen && self.holds_either(now, fp) {
+                    return Some((Lookup::Present, n));
+                }
+                if self.read_validate(a, b, begun) {
+                    return Some((Lookup::Absent, n));
+                }
+                seen = now;
             }
-            if self.read_validate(a, b, begun) {
-                return (Lookup::Absent, failed);
-            }
-            if self.reprobe(a, fp) {
-                return (Lookup::Present, failed + 1);
-            }
-            seen = now;
-        }
-        (Lookup::Unproven, self.limits.read_attempts)
+            self.reprobe(a, fp).then_some((Lookup::Present, n + 1))
+        });
+        answer.unwrap_or((Lookup::Unproven, self.limits.read_attempts))
     }
 
     /// Whether either of the key's buckets holds its fingerprint, proven: a lookup, and when
@@ -276,14 +241,14 @@ impl Table {
     pub(crate) fn count(&self, key: ItemKey) -> usize {
         let (a, b) = self.buckets_of(key);
         let fp = key.fingerprint;
-        for _ in 0..self.limits.read_attempts {
+        let counted = retry_read(self.limits.read_attempts, |_| {
             let begun = self.read_begin(a, b);
             // Acquire: orders the validating load after these (see `Stripe::read_validate`).
             let n = self.count_in(a, b, fp, Ordering::Acquire);
-            if self.read_validate(a, b, begun) {
-                return n;
-            }
-            reader_pause();
+            self.read_validate(a, b, begun).then_some(n)
+        });
+        if let Some(n) = counted {
+            return n;
         }
         let _guard = self.stripes.lock_pair_to_read(a, b);
         // Relaxed: we hold both stripes, and the lock's Acquire made the last writes visible.
