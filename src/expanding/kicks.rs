@@ -11,7 +11,7 @@ use super::table::{lane_of, LANES};
 use super::{ExpandingFilter, ANCHOR_MASK, PATH_LIMITS};
 use crate::cuckoo_path::{self, Hop, NoRoom, PathSpace, Placed};
 
-/// Place, search and move rounds of one insert before its walk counts as failed (a move whose
+/// Place, search and move rounds of one insert before it counts as failed (a move whose
 /// check fails means another writer changed the path: search again).
 const PLACE_ROUNDS: u32 = 16;
 

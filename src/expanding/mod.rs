@@ -448,8 +448,8 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             // A doubling separates entries of different items (by their next bit), but never
             // copies of one item: buckets jammed by repeated items stay jammed, so the table
             // does not grow for them unless it is nearly due (90 % of the doubling load). Nor
-            // does it grow for a failed walk below half that load, where only such jams (some
-            // not seen from these two buckets) make walks fail: so a jam costs at most one
+            // does it grow for a failed search below half that load, where only such jams (some
+            // not seen from these two buckets) make searches fail: so a jam costs at most one
             // doubling, and the table stays at least a quarter full.
             let occupied = self.occupied();
             if self.buckets_hold_only(key, k)
