@@ -1287,3 +1287,93 @@ fn snapshot_size_racing_the_first_doubling_does_not_panic() {
     );
     println!("{rounds} rounds");
 }
+
+/// Threads insert distinct items (no hot key, no removes) into tiny filters of coarse, middle
+/// and 32-bit lanes. One thread alone never gets `ItemBucketsFull` for distinct items in such
+/// tables (see `tiny_tables_of_every_width_fill_refuse_and_empty_exactly` in the growth
+/// tests); the docs refuse an item only when its buckets hold repeated copies, or when "no
+/// room could be made in them" below half the doubling load. So threads must not be refused
+/// either just because another writer moved an entry of the path they had found: every
+/// refused item is re-inserted after the threads join and must then go in without a doubling.
+/// Afterwards every stored item is found and `len` is exact.
+#[test]
+fn distinct_items_are_not_refused_because_other_writers_changed_their_paths() {
+    let _serial = one_at_a_time();
+    let seed = seed("distinct_items_are_not_refused_because_other_writers_changed_their_paths");
+    let threads = 4;
+    let mut spurious = Vec::new();
+    let mut refusals = 0;
+    let mut widths = std::collections::BTreeSet::new();
+    let rounds = rounds_for(3_000, |round| {
+        let seed = seed.wrapping_add(round);
+        let capacity = 1 + round as usize % 16;
+        // The last: 32-bit lanes, and few doublings (it fills up: `MaxDoublingsReached`).
+        let (rate, max_doublings) = [(0.3, 14), (0.01, 14), (1e-8, 1)][round as usize % 3];
+        let filter = tiny(capacity, rate, max_doublings);
+        widths.insert(filter.lane_bits());
+        let keys = distinct_keys(seed, 2_000);
+        let barrier = Barrier::new(threads);
+        let full = Mutex::new(Vec::new());
+        let refused: Vec<u64> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let (barrier, keys, filter, full) = (&barrier, &keys, &filter, &full);
+                    s.spawn(move || {
+                        barrier.wait();
+                        let mut refused = Vec::new();
+                        for key in keys.iter().skip(t).step_by(threads) {
+                            match filter.insert(key) {
+                                Ok(()) => {}
+                                Err(InsertError::ItemBucketsFull) => refused.push(*key),
+                                Err(InsertError::MaxDoublingsReached { .. }) => {
+                                    full.lock().unwrap().push(*key)
+                                }
+                                Err(e) => panic!("seed={seed}: {key}: {e:?}"),
+                            }
+                        }
+                        refused
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .collect()
+        });
+        let at = format!(
+            "seed={seed} capacity {capacity} rate {rate} ({} lane bits)",
+            filter.lane_bits()
+        );
+        let full = full.into_inner().unwrap();
+        assert_eq!(
+            filter.len(),
+            keys.len() - refused.len() - full.len(),
+            "{at}: len"
+        );
+        let lost = keys
+            .iter()
+            .filter(|k| !refused.contains(k) && !full.contains(k) && !filter.contains(*k))
+            .count();
+        assert_eq!(lost, 0, "{at}: stored items lost");
+        refusals += refused.len();
+        for key in refused {
+            let (doublings, load) = (filter.doublings(), filter.load_factor());
+            if filter.insert(&key).is_ok() && filter.doublings() == doublings {
+                spurious.push(format!(
+                    "{at}: {key} refused by a thread at load {load:.3}, then stored alone"
+                ));
+            }
+        }
+    });
+    assert!(widths.contains(&32), "no 32-bit lanes: {widths:?}");
+    println!(
+        "{rounds} rounds, lane bits {widths:?}, {refusals} refusals, {} spurious",
+        spurious.len()
+    );
+    assert!(
+        spurious.is_empty(),
+        "{} distinct items refused under threads that went in alone, first {:?}",
+        spurious.len(),
+        &spurious[..spurious.len().min(5)]
+    );
+}

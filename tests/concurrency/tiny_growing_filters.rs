@@ -413,3 +413,101 @@ fn snapshots_taken_during_growth_and_churn_restore_consistently() {
         &bad[..bad.len().min(5)]
     );
 }
+
+/// `RedisCuckooFilter::count` (retried reads, then a wait for the compaction) and `contains`
+/// of items stored twice, never removed, while writers add and delete their own items in a tiny
+/// filter that grows sub-filters and kicks, and another thread compacts it again and again:
+/// every count is at least 2 (the stable copies; colliding items may add to it), every lookup
+/// finds them, and `len` is exact after the threads join.
+#[test]
+fn redis_count_and_contains_of_stable_items_never_drop_under_kicks_growth_and_compaction() {
+    use atomic_cuckoo::redisbloom::RedisCuckooFilter;
+    let seed = seed(
+        "redis_count_and_contains_of_stable_items_never_drop_under_kicks_growth_and_compaction",
+    );
+    let filter = RedisCuckooFilter::builder()
+        .capacity(8)
+        .bucket_size(2)
+        .expansion(1)
+        .max_expansions(200)
+        .build()
+        .unwrap();
+    let stable: Vec<[u8; 8]> = (0..6u64)
+        .map(|i| (seed ^ i.wrapping_mul(0x9E37_79B9)).to_le_bytes())
+        .collect();
+    for item in &stable {
+        filter.insert(item).unwrap();
+        filter.insert(item).unwrap();
+    }
+    let stop = AtomicBool::new(false);
+    let bad = std::sync::Mutex::new(Vec::new());
+    let checks = AtomicUsize::new(0);
+    let writers = 2;
+    let net: usize = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..writers)
+            .map(|t| {
+                let (filter, stop) = (&filter, &stop);
+                s.spawn(move || {
+                    let mut rng =
+                        Rng::new(seed ^ (t as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                    let mut mine: Vec<[u8; 8]> = Vec::new();
+                    while !stop.load(Ordering::Relaxed) {
+                        if mine.len() < 40 || rng.below(2) == 0 {
+                            let item = (rng.next_u64() | 1 << 63).to_le_bytes();
+                            if filter.insert(item).is_ok() {
+                                mine.push(item);
+                            }
+                        } else {
+                            let i = rng.below(mine.len() as u64) as usize;
+                            let item = mine.swap_remove(i);
+                            assert!(
+                                filter.remove(item),
+                                "seed={seed}: remove of an inserted item"
+                            );
+                        }
+                    }
+                    mine.len()
+                })
+            })
+            .collect();
+        let (filter, stop) = (&filter, &stop);
+        s.spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                filter.compact();
+                std::thread::yield_now();
+            }
+        });
+        let (bad, checks, stable) = (&bad, &checks, &stable);
+        s.spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                for item in stable {
+                    let (count, found) = (filter.count(item), filter.contains(item));
+                    if count < 2 || !found {
+                        bad.lock()
+                            .unwrap()
+                            .push(format!("{item:?}: count {count}, contains {found}"));
+                    }
+                    checks.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+        std::thread::sleep(Duration::from_millis(2_000));
+        stop.store(true, Ordering::Relaxed);
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    let bad = bad.into_inner().unwrap();
+    println!(
+        "seed={seed}: {} checks, {} sub-filters, {} bad",
+        checks.load(Ordering::Relaxed),
+        filter.info().filters,
+        bad.len()
+    );
+    assert!(
+        bad.is_empty(),
+        "seed={seed}: {} bad reads, first {:?}",
+        bad.len(),
+        &bad[..bad.len().min(5)]
+    );
+    assert_eq!(filter.len(), net + 2 * stable.len(), "seed={seed}: len");
+    assert!(stable.iter().all(|item| filter.count(item) >= 2));
+}

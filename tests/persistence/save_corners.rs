@@ -542,3 +542,148 @@ fn every_kind_of_writer_waits_for_a_held_save_and_then_finishes() {
     assert!(filter.levels() > levels_before);
     assert_eq!(filter.len() as i64, quiet_len as i64 + delta);
 }
+
+/// An `ExpandingFilter` saved mid-doubling to a `Write` that first runs a refused nested
+/// operation (a `clone`, whose panic it catches), then panics itself, while writer threads
+/// wait to insert through more doublings. The panic unwinds out of `write_to`; afterwards the
+/// mark and the freeze are gone: the writers finish, every item is found, `len` is exact, and
+/// the same thread can clone, finish the doubling, save and clear the filter. Repeated with a
+/// `Write` that fails with an error instead of panicking.
+#[test]
+fn an_expanding_filter_whose_save_panics_after_a_refused_nested_clone_is_usable_afterwards() {
+    use atomic_cuckoo::ExpandingFilter;
+    let seed = common::seed(
+        "an_expanding_filter_whose_save_panics_after_a_refused_nested_clone_is_usable_afterwards",
+    );
+    for panic in [true, false] {
+        let filter = Arc::new(
+            ExpandingFilter::builder()
+                .capacity(8)
+                .false_positive_rate(0.01)
+                .build()
+                .unwrap(),
+        );
+        let keys = common::distinct_keys(seed, 4_000);
+        let (before, during) = keys.split_at(100);
+        for key in before {
+            filter.insert(key).unwrap();
+            if filter.is_doubling() && filter.len() > 40 {
+                break;
+            }
+        }
+        let stored: Vec<u64> = before
+            .iter()
+            .copied()
+            .filter(|k| filter.contains(k))
+            .collect();
+        assert_eq!(filter.len(), stored.len());
+        assert!(filter.doublings() > 0, "seed={seed}");
+        struct PanicsLater {
+            filter: Arc<ExpandingFilter>,
+            writes: usize,
+            panic: bool,
+            nested: Option<bool>,
+            started: Arc<std::sync::Barrier>,
+        }
+        impl Write for PanicsLater {
+            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                self.writes += 1;
+                if self.writes == 1 {
+                    let f = Arc::clone(&self.filter);
+                    self.nested = Some(
+                        catch_unwind(AssertUnwindSafe(|| ExpandingFilter::clone(&f).len()))
+                            .is_err(),
+                    );
+                    self.started.wait();
+                    // Let the writers reach the freeze.
+                    thread::sleep(Duration::from_millis(50));
+                }
+                if self.writes == 2 {
+                    assert_eq!(
+                        self.nested,
+                        Some(true),
+                        "a clone inside its own save panics"
+                    );
+                    if self.panic {
+                        panic!("the destination panics mid-save");
+                    }
+                    return Err(io::Error::other("the destination fails mid-save"));
+                }
+                Ok(buf.len().min(16))
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let started = Arc::new(std::sync::Barrier::new(3));
+        let writers: Vec<_> = (0..2)
+            .map(|t| {
+                let (filter, started) = (Arc::clone(&filter), Arc::clone(&started));
+                let mine: Vec<u64> = during.iter().skip(t).step_by(2).copied().collect();
+                thread::spawn(move || {
+                    started.wait();
+                    for key in &mine {
+                        filter.insert(key).unwrap();
+                    }
+                    mine
+                })
+            })
+            .collect();
+        let f = Arc::clone(&filter);
+        let outcome = watchdog("the failing save", LIMIT, move || {
+            let mut out = PanicsLater {
+                filter: Arc::clone(&f),
+                writes: 0,
+                panic,
+                nested: None,
+                started,
+            };
+            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                f.write_to(&mut out).map_err(|e| e.kind())
+            }))
+            .map_err(|_| "panicked");
+            // The saving thread's mark is gone: whole-filter operations work on it again.
+            let copy = ExpandingFilter::clone(&f);
+            let restored = ExpandingFilter::from_bytes(&f.to_bytes()).unwrap();
+            assert_eq!(copy.len(), restored.len());
+            outcome
+        });
+        println!("seed={seed} panic={panic}: {outcome:?}");
+        if panic {
+            assert_eq!(outcome, Err("panicked"));
+        } else {
+            assert_eq!(outcome, Ok(Err(io::ErrorKind::Other)));
+        }
+        let f = Arc::clone(&filter);
+        watchdog(
+            "writers and same-thread operations after the save",
+            LIMIT,
+            move || {
+                let mut all = stored;
+                for w in writers {
+                    all.extend(w.join().unwrap());
+                }
+                assert_eq!(f.len(), all.len(), "seed={seed} panic={panic}: len");
+                assert!(
+                    f.doublings() >= 3,
+                    "seed={seed}: the writers doubled the table"
+                );
+                assert!(
+                    all.iter().all(|k| f.contains(k)),
+                    "seed={seed} panic={panic}: lost"
+                );
+                let copy = (*f).clone();
+                assert_eq!(copy.len(), all.len());
+                f.finish_doubling();
+                let restored = ExpandingFilter::from_bytes(&f.to_bytes()).unwrap();
+                assert!(all.iter().all(|k| restored.contains(k)));
+                f.clear();
+                assert!(f.is_empty() && !f.contains(&all[0]));
+                assert!(
+                    all.iter().all(|k| copy.contains(k)),
+                    "the clone is independent"
+                );
+            },
+        );
+    }
+}
