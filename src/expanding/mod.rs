@@ -374,8 +374,10 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     ///   other bucket depends on 5 of its bits, so one item in 32 of those that share a bucket
     ///   with a hot key (an item stored many times) shares both, and is refused while the hot
     ///   key's copies fill them.
-    /// - [`InsertError::MaxDoublingsReached`]: the table is at its doubling load (95 % of its
-    ///   lanes) and has doubled as often as its lane width allows at the target rate.
+    /// - [`InsertError::MaxDoublingsReached`]: the table would double (it is at its doubling
+    ///   load, 95 % of its lanes, or no room could be made for the item from half of that, as
+    ///   happens in tables of a few buckets) and has doubled as often as its lane width allows
+    ///   at the target rate.
     /// - [`InsertError::GrowthFailed`]: the new buckets could not be allocated.
     pub fn insert<T: Hash + ?Sized>(&self, item: &T) -> Result<(), InsertError> {
         let key = self.key(item);
