@@ -81,6 +81,17 @@ pub(crate) struct SearchLimits {
     pub(crate) depth: u32,
 }
 
+impl SearchLimits {
+    /// The limits of every table's inserts (loom models set smaller ones). 8192 buckets rather
+    /// than 2048 let four-lane tables fill a little further before the first failed insert, at
+    /// the cost of a longer search only near a full table (measured in BENCHMARKS.md,
+    /// "Constants chosen by measurement").
+    pub(crate) const DEFAULT: SearchLimits = SearchLimits {
+        nodes: 8192,
+        depth: 8,
+    };
+}
+
 /// A bucket reached by the search, and how: through the lane at `position` of its parent,
 /// whose entry has this bucket as its other one.
 #[derive(Clone, Copy)]

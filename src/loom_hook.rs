@@ -8,6 +8,7 @@ use std::hash::{BuildHasher, Hasher};
 
 use crate::bucket_layout::LayoutKind;
 use crate::builder::Layout;
+use crate::cuckoo_path::SearchLimits;
 use crate::filter::CuckooFilter;
 use crate::levels::{GrowthPlan, Levels, WidthRule};
 use crate::optimistic_read::Lookup;
@@ -97,8 +98,10 @@ fn tiny_fixed_filter(
 ) -> CuckooFilter<PassThrough> {
     let shape = TableShape::flat(kind, buckets, bits, stripes);
     let limits = Limits {
-        path_nodes: 16,
-        path_depth: 4,
+        path: SearchLimits {
+            nodes: 16,
+            depth: 4,
+        },
         read_attempts,
         ..Limits::DEFAULT
     };
@@ -128,8 +131,10 @@ pub fn words_of(filter: &CuckooFilter<PassThrough>, bucket: usize) -> (usize, us
 /// and last level has 4 buckets too.
 pub fn tiny_growing_filter(stripes: usize) -> CuckooFilter<PassThrough> {
     let limits = Limits {
-        path_nodes: 16,
-        path_depth: 4,
+        path: SearchLimits {
+            nodes: 16,
+            depth: 4,
+        },
         ..Limits::DEFAULT
     };
     let shape = TableShape::flat(LayoutKind::OneWord, 4, 32, stripes);
@@ -188,8 +193,10 @@ pub fn tiny_levels_filter(
     read_attempts: u32,
 ) -> CuckooFilter<PassThrough> {
     let limits = Limits {
-        path_nodes: 16,
-        path_depth: 4,
+        path: SearchLimits {
+            nodes: 16,
+            depth: 4,
+        },
         read_attempts,
         ..Limits::DEFAULT
     };

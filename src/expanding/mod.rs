@@ -46,10 +46,7 @@ const MAX_LOAD: f64 = 0.95;
 /// How far an insert's search for a cuckoo path goes before the table doubles: as
 /// `CuckooFilter`'s table.
 #[cfg(not(loom))]
-const PATH_LIMITS: SearchLimits = SearchLimits {
-    nodes: 8192,
-    depth: 8,
-};
+const PATH_LIMITS: SearchLimits = SearchLimits::DEFAULT;
 /// Under loom, a few buckets (models place their items so that paths are short).
 #[cfg(loom)]
 const PATH_LIMITS: SearchLimits = SearchLimits {

@@ -10,6 +10,7 @@ mod write;
 
 use crate::bucket_layout::{Access, Span};
 use crate::bucket_layout::{Bucket, BucketLayout, LayoutKind};
+use crate::cuckoo_path::SearchLimits;
 use crate::hashing::{ItemKey, KeyMapper, Nesting};
 use crate::optimistic_read::READ_ATTEMPTS;
 use crate::stripe::{FreezeGuard, StripeSet};
@@ -79,12 +80,8 @@ pub(crate) struct Limits {
     /// Optimistic attempts of a lookup or count before it gives up: the crate's one
     /// [`READ_ATTEMPTS`], or fewer in a loom model that wants an impatient reader.
     pub(crate) read_attempts: u32,
-    /// Buckets a path search may visit: 8192 rather than 2048 lets four-lane tables fill a
-    /// little further before the first failed insert, at the cost of a longer search only near
-    /// a full table (measured in BENCHMARKS.md, "Constants chosen by measurement").
-    pub(crate) path_nodes: u32,
-    /// Longest cuckoo path, in hops.
-    pub(crate) path_depth: u32,
+    /// How far a search for a cuckoo path goes.
+    pub(crate) path: SearchLimits,
     /// Place/search/move rounds of one insert before it reports `Full`.
     pub(crate) insert_rounds: u32,
 }
@@ -92,8 +89,7 @@ pub(crate) struct Limits {
 impl Limits {
     pub(crate) const DEFAULT: Limits = Limits {
         read_attempts: READ_ATTEMPTS,
-        path_nodes: 8192,
-        path_depth: 8,
+        path: SearchLimits::DEFAULT,
         insert_rounds: 16,
     };
 }
@@ -174,7 +170,7 @@ impl Table {
         huge_pages: bool,
     ) -> Result<Self, AllocationFailed> {
         // The search's nodes store depths in a u8 and parents in a u32 below a sentinel.
-        debug_assert!(limits.path_depth < 255 && limits.path_nodes < u32::MAX);
+        debug_assert!(limits.path.depth < 255 && limits.path.nodes < u32::MAX);
         let layout = shape
             .bucket_layout()
             .expect("fingerprint width validated by caller");
