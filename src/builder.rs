@@ -6,24 +6,15 @@ use std::hash::BuildHasher;
 use crate::bucket_layout::LayoutKind;
 use crate::bucket_word::{MAX_BITS, MIN_BITS};
 use crate::error::BuildError;
-use crate::filter::CuckooFilter;
+use crate::filter::{Body, CuckooFilter};
+use crate::fixed::{Fixed, PlanError, TablePlan, WidthRule};
+use crate::growth;
 use crate::hasher::DefaultHashBuilder;
-use crate::levels::{GrowthPlan, LevelError, Levels, WidthRule};
 use crate::params;
 use crate::table::{Limits, Table};
 
 /// Capacity of a builder that was not given one.
 pub const DEFAULT_CAPACITY: usize = 1_000_000;
-
-/// Maximum number of levels of a growing filter that was not given one.
-pub const DEFAULT_MAX_LEVELS: u32 = 32;
-
-/// Largest accepted [`Builder::expansion`]: a level 65,536 times the previous one is already
-/// far past any table that can be allocated after the first few.
-const MAX_EXPANSION: u32 = 1 << 16;
-
-/// Largest accepted [`Builder::max_levels`].
-const MAX_MAX_LEVELS: u32 = 64;
 
 /// Configures a [`CuckooFilter`]: capacity, false-positive rate or fingerprint width, growth,
 /// hasher.
@@ -49,11 +40,10 @@ pub struct Builder<S = DefaultHashBuilder> {
     capacity: usize,
     rate: Option<f64>,
     bits: Option<u32>,
-    expansion: u32,
-    max_levels: u32,
+    growable: bool,
     huge_pages: bool,
     prefault: bool,
-    layout: Layout,
+    layout: Option<Layout>,
     hasher: S,
 }
 
@@ -99,11 +89,10 @@ impl Default for Builder {
             capacity: DEFAULT_CAPACITY,
             rate: None,
             bits: None,
-            expansion: 0,
-            max_levels: DEFAULT_MAX_LEVELS,
+            growable: false,
             huge_pages: true,
             prefault: false,
-            layout: Layout::Packed,
+            layout: None,
             hasher: DefaultHashBuilder,
         }
     }
@@ -115,8 +104,7 @@ impl<S> fmt::Debug for Builder<S> {
             .field("capacity", &self.capacity)
             .field("false_positive_rate", &self.rate)
             .field("fingerprint_bits", &self.bits)
-            .field("expansion", &self.expansion)
-            .field("max_levels", &self.max_levels)
+            .field("growable", &self.growable)
             .field("huge_pages", &self.huge_pages)
             .field("prefault", &self.prefault)
             .field("layout", &self.layout)
@@ -174,70 +162,38 @@ impl<S> Builder<S> {
         self
     }
 
-    /// Growth: `0` (the default) keeps a fixed capacity, and an insert that finds no room
-    /// returns [`InsertError::Full`](crate::InsertError::Full). With `factor >= 1`, such an
-    /// insert adds a new level (a sub-filter) of about `factor ×` the previous level's capacity
-    /// and goes there; lookups check every level and never wait for a growth.
+    /// Whether the filter grows when it fills (default `false`: a full filter returns
+    /// [`InsertError::Full`](crate::InsertError::Full)). A growable filter doubles its one
+    /// table in place: [`capacity`](Builder::capacity) is what it takes before its first
+    /// doubling, and a lookup reads two buckets however far it has grown.
     ///
-    /// Levels nest (so that a `remove` never makes another item unfindable): every level has
-    /// level 0's bucket count times a power of two. A power-of-two `factor` grows by exactly that
-    /// factor; any other grows by the power-of-two steps that keep level `i` nearest to
-    /// `factor^i ×` the first capacity (3 gives ×4, ×2, ×4, ×2, …). At most 65,536
-    /// ([`BuildError::InvalidExpansion`] above that).
+    /// Each stored entry keeps a few bits of its item's hash beyond what chooses its bucket; a
+    /// doubling turns one of those bits into a bucket bit, so no item is needed again. The
+    /// lane width is chosen from [`false_positive_rate`](Builder::false_positive_rate) so that
+    /// the rate stays within it for 17 doublings (131,072 times the first capacity: 14-bit
+    /// entries at 1 %); the table goes on doubling after that, as long as memory lasts, and
+    /// its rate then rises slowly (an entry with no bit left is copied into both halves of
+    /// its bucket). A doubling is spread over the inserts after it: each splits two old
+    /// buckets, and no insert rewrites the whole table.
     ///
-    /// The target false-positive rate `P` then holds for the whole filter, whatever number of
-    /// levels it grows to. With `L` = [`max_levels`](Builder::max_levels), level `i` is given
-    /// the fraction `(1/(i+1)) / (1/(i+1) + 1/(i+2) + … + 1/L)` of what the levels before it
-    /// left of `P` (`P` less their expected rates when full), and gets the narrowest fingerprint
-    /// width that meets its share, never narrower than the level before's. The shares fall off
-    /// slowly, as a filter that does not know its final size must pay (about `log2(log2 n)`
-    /// bits per item more than a static one), what rounding up to whole bits leaves unused goes
-    /// to the next level, and the last possible level gets all that is left. At 1 % with 32
-    /// levels, levels 0 to 6 get 12, 13, 14, 14, 14, 14 and 14 bits, levels 7 to 16 get 15 and
-    /// later ones 16 (grown from 1,000 items with `factor` 2, 1M items take 10 levels); a
-    /// static filter uses 10. Memory per item is lowest just before a level is added and highest just after (the new
-    /// level is as large as all the others together, and nearly empty). A smaller `max_levels`
-    /// leaves more of `P` to each level, so narrower fingerprints. With an explicit
-    /// [`fingerprint_bits`](Builder::fingerprint_bits), every level uses that width and the rate
-    /// grows with the number of levels ([`CuckooFilter::false_positive_rate`] reports it).
+    /// A growable filter chooses its own lane width and packs its lanes: with
+    /// [`fingerprint_bits`](Builder::fingerprint_bits), or a [`layout`](Builder::layout) other
+    /// than [`Packed`](Layout::Packed), `build` returns [`BuildError::NotForGrowable`].
     ///
     /// ```
     /// use atomic_cuckoo::CuckooFilter;
     ///
-    /// let filter = CuckooFilter::builder().capacity(1_000).expansion(2).build().unwrap();
-    /// for i in 0..10_000u32 {
-    ///     filter.insert(&i).unwrap(); // never Full: it grows
+    /// let filter = CuckooFilter::builder().capacity(1_000).growable(true).build()?;
+    /// for i in 0..100_000u32 {
+    ///     filter.insert(&i)?; // never Full: it doubles
     /// }
-    /// assert!(filter.levels() > 1);
+    /// assert!(filter.doublings() >= 6);
+    /// assert!((0..100_000u32).all(|i| filter.contains(&i)));
     /// assert!(filter.false_positive_rate() < 0.01);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn expansion(mut self, factor: u32) -> Self {
-        self.expansion = factor;
-        self
-    }
-
-    /// Most levels a growing filter may have, the first included: `1..=64`, default
-    /// [`DEFAULT_MAX_LEVELS`]. Past it, inserts into a full filter return
-    /// [`InsertError::MaxLevelsReached`](crate::InsertError::MaxLevelsReached). `1` makes a
-    /// filter that never grows, sized and rated like one without
-    /// [`expansion`](Builder::expansion) (a full one returns
-    /// [`InsertError::Full`](crate::InsertError::Full)).
-    ///
-    /// ```
-    /// use atomic_cuckoo::{CuckooFilter, InsertError};
-    ///
-    /// let filter = CuckooFilter::builder()
-    ///     .capacity(100)
-    ///     .expansion(2)
-    ///     .max_levels(2)
-    ///     .build()?;
-    /// let err = filter.insert_many(0..10_000u32).unwrap_err();
-    /// assert_eq!(err.error, InsertError::MaxLevelsReached { levels: 2 });
-    /// assert_eq!(filter.levels(), 2);
-    /// # Ok::<(), atomic_cuckoo::BuildError>(())
-    /// ```
-    pub fn max_levels(mut self, levels: u32) -> Self {
-        self.max_levels = levels;
+    pub fn growable(mut self, enabled: bool) -> Self {
+        self.growable = enabled;
         self
     }
 
@@ -315,8 +271,7 @@ impl<S> Builder<S> {
             capacity: self.capacity,
             rate: self.rate,
             bits: self.bits,
-            expansion: self.expansion,
-            max_levels: self.max_levels,
+            growable: self.growable,
             huge_pages: self.huge_pages,
             prefault: self.prefault,
             layout: self.layout,
@@ -336,7 +291,7 @@ impl<S> Builder<S> {
     /// # Ok::<(), atomic_cuckoo::BuildError>(())
     /// ```
     pub fn layout(mut self, layout: Layout) -> Self {
-        self.layout = layout;
+        self.layout = Some(layout);
         self
     }
 
@@ -359,7 +314,10 @@ impl<S> Builder<S> {
     /// ```
     pub fn build(self) -> Result<CuckooFilter<S>, BuildError> {
         let plan = self.plan()?;
-        let shape = plan.level_shape(0).map_err(|e| self.level_error(e))?;
+        if self.growable {
+            return self.build_growable(plan);
+        }
+        let shape = plan.shape().map_err(|e| self.plan_error(e))?;
         let mut table = Table::new(shape, Limits::DEFAULT, self.huge_pages)
             .map_err(|e| BuildError::AllocationFailed { bytes: e.bytes })?;
         // Left alone, the kernel backs each page when an insert first touches it: building
@@ -368,13 +326,38 @@ impl<S> Builder<S> {
             table.fault_in();
         }
         Ok(CuckooFilter::from_parts(
-            Levels::new(table, plan, Limits::DEFAULT, self.huge_pages),
+            Body::Fixed(Fixed::new(table, plan, Limits::DEFAULT, self.huge_pages)),
             self.hasher,
         ))
     }
 
-    /// Validates the settings and derives how every level is shaped.
-    fn plan(&self) -> Result<GrowthPlan, BuildError> {
+    /// A growable filter for the validated `plan`'s capacity and rate.
+    fn build_growable(self, plan: TablePlan) -> Result<CuckooFilter<S>, BuildError> {
+        if self.bits.is_some() {
+            return Err(BuildError::NotForGrowable {
+                setting: "fingerprint_bits",
+            });
+        }
+        if self.layout.is_some_and(|layout| layout != Layout::Packed) {
+            return Err(BuildError::NotForGrowable { setting: "layout" });
+        }
+        let rate = plan
+            .target_rate()
+            .unwrap_or(params::DEFAULT_FALSE_POSITIVE_RATE);
+        let mut table = growth::build(
+            plan.capacity,
+            rate,
+            growth::PLANNED_DOUBLINGS,
+            self.huge_pages,
+        )?;
+        if self.prefault {
+            table.fault_in();
+        }
+        Ok(CuckooFilter::from_parts(Body::Growable(table), self.hasher))
+    }
+
+    /// Validates the settings and derives the table's plan.
+    fn plan(&self) -> Result<TablePlan, BuildError> {
         if let Some(bits) = self.bits {
             if !(MIN_BITS..=MAX_BITS).contains(&bits) {
                 return Err(BuildError::InvalidFingerprintBits { bits });
@@ -385,16 +368,6 @@ impl<S> Builder<S> {
                 return Err(BuildError::InvalidFalsePositiveRate { rate });
             }
         }
-        if self.expansion > MAX_EXPANSION {
-            return Err(BuildError::InvalidExpansion {
-                factor: self.expansion,
-            });
-        }
-        if !(1..=MAX_MAX_LEVELS).contains(&self.max_levels) {
-            return Err(BuildError::InvalidMaxLevels {
-                levels: self.max_levels,
-            });
-        }
         if self.capacity == 0 {
             return Err(BuildError::ZeroCapacity);
         }
@@ -402,30 +375,23 @@ impl<S> Builder<S> {
             Some(bits) => WidthRule::Fixed(bits),
             None => WidthRule::Rate(self.rate.unwrap_or(params::DEFAULT_FALSE_POSITIVE_RATE)),
         };
-        let plan = GrowthPlan {
-            factor: self.expansion,
-            max_levels: if self.expansion == 0 {
-                1
-            } else {
-                self.max_levels
-            },
-            base_capacity: self.capacity,
+        let plan = TablePlan {
+            capacity: self.capacity,
             width,
-            layout: self.layout.kind(),
+            layout: self.layout.unwrap_or_default().kind(),
         };
-        // The last level has the widest fingerprints (and the harmonic budget derives every
-        // earlier width on the way to it): if it is reachable, all are.
-        plan.level_bits(plan.max_levels - 1)
-            .map_err(|e| self.level_error(e))?;
+        if !self.growable {
+            plan.bits().map_err(|e| self.plan_error(e))?;
+        }
         Ok(plan)
     }
 
-    fn level_error(&self, e: LevelError) -> BuildError {
+    fn plan_error(&self, e: PlanError) -> BuildError {
         match e {
-            LevelError::TooLarge { .. } => BuildError::CapacityTooLarge {
+            PlanError::TooLarge => BuildError::CapacityTooLarge {
                 items: self.capacity,
             },
-            LevelError::Unreachable { .. } => BuildError::UnreachableFalsePositiveRate {
+            PlanError::Unreachable => BuildError::UnreachableFalsePositiveRate {
                 rate: self.rate.unwrap_or(params::DEFAULT_FALSE_POSITIVE_RATE),
             },
         }

@@ -26,11 +26,13 @@ pub enum InsertError {
     /// [`Layout::OneWord`](crate::Layout::OneWord) (16 lanes a bucket) included, took its
     /// capacity in every item set measured.
     Full,
-    /// No room could be made in the item's buckets while the filter (its newest level) holds
-    /// less than 90 % of the items it is sized for, because both buckets hold only repeated
+    /// No room could be made in the item's buckets while the filter holds less than 90 % of
+    /// the items it is sized for (a growable filter: of its doubling load), because both buckets hold only repeated
     /// items, copies of this item among them: it was inserted many times (a hot key), alone
-    /// or with a few others that share its buckets. Growing would not help, so a growing
-    /// filter does not grow for it: a hot key cannot take all memory. (An item whose
+    /// or with a few others that share its buckets. Doubling would not help (it separates
+    /// entries of different items by their next bit, never copies of one), so a growable
+    /// filter does not double for it: a hot key cannot take all memory. A growable filter
+    /// also refuses so when no room can be made while it is below half its doubling load. (An item whose
     /// fingerprint and buckets match a hot key's counts as a copy of it;
     /// [`contains`](crate::CuckooFilter::contains) already answers `true` for it.) Every item
     /// stored before is still stored. Use
@@ -38,22 +40,9 @@ pub enum InsertError {
     /// fingerprints in four-lane buckets, distinct items that share a fingerprint and buckets
     /// are such copies, and this can come before capacity (see [`Full`](InsertError::Full)).
     ItemBucketsFull,
-    /// The filter grows, but already has its maximum number of levels (see
-    /// [`Builder::max_levels`](crate::Builder::max_levels)) and the newest is full. Every item
-    /// stored before is still stored.
-    MaxLevelsReached {
-        /// The configured maximum.
-        levels: u32,
-    },
-    /// An [`ExpandingFilter`](crate::ExpandingFilter) is full and has doubled as often as
-    /// its lane width allows at its target rate. Every item stored before is still stored.
-    MaxDoublingsReached {
-        /// The filter's maximum (see
-        /// [`ExpandingFilter::max_doublings`](crate::ExpandingFilter::max_doublings)).
-        doublings: u32,
-    },
-    /// The filter grows, but the memory for its next level could not be allocated (or the level
-    /// would exceed the largest table). Every item stored before is still stored.
+    /// A growable filter needed to double its table, and the memory for the new buckets
+    /// could not be allocated (or the table would exceed the largest one). Every item stored
+    /// before is still stored, and a later insert doubles once the memory is there.
     GrowthFailed {
         /// Bytes that were asked for (`usize::MAX` when the size itself overflows).
         bytes: usize,
@@ -68,17 +57,8 @@ impl fmt::Display for InsertError {
                 "the item's buckets are full of repeated items (copies of it or of keys that \
                  share its buckets); the filter itself has room",
             ),
-            InsertError::MaxLevelsReached { levels } => {
-                write!(f, "cuckoo filter is full at its maximum of {levels} levels")
-            }
-            InsertError::MaxDoublingsReached { doublings } => {
-                write!(
-                    f,
-                    "expanding filter is full after its maximum of {doublings} doublings"
-                )
-            }
             InsertError::GrowthFailed { bytes: usize::MAX } => f.write_str(
-                "cuckoo filter could not grow: its next level would exceed the largest table",
+                "cuckoo filter could not grow: its doubled table would exceed the largest table",
             ),
             InsertError::GrowthFailed { bytes } => {
                 write!(f, "cuckoo filter could not grow: {bytes} bytes unavailable")
@@ -121,21 +101,14 @@ pub enum BuildError {
         /// The width that was given.
         bits: u32,
     },
-    /// The maximum number of levels is outside `1..=64`.
-    InvalidMaxLevels {
-        /// The number that was given.
-        levels: u32,
-    },
-    /// The planned doublings of an [`ExpandingFilter`](crate::ExpandingFilter) are above 32.
-    InvalidMaxDoublings {
-        /// The number that was given.
-        doublings: u32,
-    },
-    /// The expansion factor is above 65,536 (see
-    /// [`Builder::expansion`](crate::Builder::expansion)).
-    InvalidExpansion {
-        /// The factor that was given.
-        factor: u32,
+    /// A setting that a growable filter ([`Builder::growable`](crate::Builder::growable))
+    /// does not take: it chooses its own lane width from the target rate (so no
+    /// [`fingerprint_bits`](crate::Builder::fingerprint_bits)), and its lanes are always
+    /// packed (so no [`layout`](crate::Builder::layout) other than
+    /// [`Packed`](crate::Layout::Packed)).
+    NotForGrowable {
+        /// The builder method whose setting was refused.
+        setting: &'static str,
     },
 }
 
@@ -167,14 +140,8 @@ impl fmt::Display for BuildError {
             BuildError::InvalidFingerprintBits { bits } => {
                 write!(f, "fingerprint width {bits} is outside 4..=32 bits")
             }
-            BuildError::InvalidMaxLevels { levels } => {
-                write!(f, "maximum level count {levels} is outside 1..=64")
-            }
-            BuildError::InvalidMaxDoublings { doublings } => {
-                write!(f, "planned doublings {doublings} are above 32")
-            }
-            BuildError::InvalidExpansion { factor } => {
-                write!(f, "expansion factor {factor} is above 65536")
+            BuildError::NotForGrowable { setting } => {
+                write!(f, "a growable filter does not take the setting `{setting}`")
             }
         }
     }

@@ -7,33 +7,11 @@ use std::panic::{RefUnwindSafe, UnwindSafe};
 use crate::bucket_layout::LayoutKind;
 use crate::builder::{Builder, Layout};
 use crate::error::{InsertError, InsertManyError};
+use crate::fixed::Fixed;
+use crate::growth::Doubling;
 use crate::hasher::DefaultHashBuilder;
-use crate::levels::Levels;
 use crate::optimistic_read::Lookup;
-use crate::params;
 use crate::table::BATCH;
-
-/// Statistics of one level of a filter (see [`CuckooFilter::level_stats`]).
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub struct LevelStats {
-    /// Items stored in the level.
-    pub len: usize,
-    /// Items the level is sized for (see [`CuckooFilter::capacity`]).
-    pub capacity: usize,
-    /// Fingerprint slots of the level.
-    pub slots: usize,
-    /// Fingerprint width of the level: the growth plan's for it, or level 0's once
-    /// [`CuckooFilter::shrink_to_fit`] narrowed it.
-    pub fingerprint_bits: u32,
-    /// Bytes of heap memory of the level (table and lock stripes).
-    pub memory_usage: usize,
-    /// Expected false-positive rate of the level at its current load.
-    pub false_positive_rate: f64,
-    /// Whether the level was released (see [`CuckooFilter::release_empty_levels`]): it is
-    /// empty, receives no items, and lookups skip it.
-    pub released: bool,
-}
 
 /// A concurrent cuckoo filter: an approximate set with deletions, shared by reference
 /// (typically `Arc<CuckooFilter>`) between any number of threads.
@@ -85,8 +63,24 @@ pub struct LevelStats {
 /// assert!((0..2_000u64).all(|i| filter.contains(&i)));
 /// ```
 pub struct CuckooFilter<S = DefaultHashBuilder> {
-    levels: Levels,
+    body: Body,
     hasher: S,
+}
+
+/// What a filter is made of: one table of fixed size, or one that doubles in place.
+pub(crate) enum Body {
+    Fixed(Fixed),
+    Growable(Doubling),
+}
+
+/// Runs `$e` with `$t` bound to the body's table, whichever it is.
+macro_rules! either {
+    ($body:expr, $t:ident => $e:expr) => {
+        match $body {
+            Body::Fixed($t) => $e,
+            Body::Growable($t) => $e,
+        }
+    };
 }
 
 impl CuckooFilter {
@@ -150,14 +144,21 @@ impl<S: BuildHasher> CuckooFilter<S> {
 }
 
 impl<S> CuckooFilter<S> {
-    pub(crate) fn from_parts(levels: Levels, hasher: S) -> Self {
-        CuckooFilter { levels, hasher }
+    pub(crate) fn from_parts(body: Body, hasher: S) -> Self {
+        CuckooFilter { body, hasher }
     }
 
-    /// How many pages of the first level's bucket words are resident now, of how many.
+    pub(crate) fn body(&self) -> &Body {
+        &self.body
+    }
+
+    /// How many pages of a fixed filter's bucket words are resident now, of how many.
     #[cfg(all(test, target_os = "linux", not(loom)))]
     pub(crate) fn resident_pages(&self) -> (usize, usize) {
-        self.levels.level(0).resident_pages()
+        match &self.body {
+            Body::Fixed(fixed) => fixed.table().resident_pages(),
+            Body::Growable(_) => (0, 0),
+        }
     }
 
     /// Number of stored items (fingerprints). Exact when no writer is running; while writers
@@ -170,7 +171,7 @@ impl<S> CuckooFilter<S> {
     /// assert_eq!(filter.len(), 2);
     /// ```
     pub fn len(&self) -> usize {
-        self.levels.len()
+        either!(&self.body, t => t.len())
     }
 
     /// Whether [`len`](CuckooFilter::len) is zero.
@@ -183,15 +184,14 @@ impl<S> CuckooFilter<S> {
     }
 
     /// Number of distinct items the filter holds without failing (or, when it grows, without
-    /// adding a level), like `HashSet::capacity`: at least the capacity it was built for, and
+    /// doubling), like `HashSet::capacity`: at least the capacity it was built for, and
     /// `capacity() - len()` more distinct items always fit. One exception: 4-bit fingerprints
     /// in the [`Packed`](Layout::Packed) and [`Compact`](Layout::Compact) layouts have too few
     /// values for a promise, and now and then fail earlier (see [`InsertError::Full`]).
     ///
-    /// A level is sized for its slots times the load its fingerprint width is built for
-    /// (90–95 %). A growing filter inserts only into its newest level, so its capacity is the
-    /// items its older levels hold plus what the newest is sized for. Repeated copies of one
-    /// item count like distinct items, but an item's own two buckets hold at most `2 ×`
+    /// A fixed table is sized for its slots times the load its fingerprint width is built for
+    /// (90–95 %); a growable one doubles at 95 % of its lanes. Repeated copies of one item
+    /// count like distinct items, but an item's own two buckets hold at most `2 ×`
     /// slots-per-bucket copies of it ([`InsertError::ItemBucketsFull`]).
     ///
     /// ```
@@ -203,12 +203,14 @@ impl<S> CuckooFilter<S> {
     /// }
     /// ```
     pub fn capacity(&self) -> usize {
-        self.levels.item_capacity()
+        match &self.body {
+            Body::Fixed(fixed) => fixed.item_capacity(),
+            Body::Growable(table) => table.capacity(),
+        }
     }
 
-    /// Total fingerprint slots (buckets × slots per bucket) in all levels but the released ones
-    /// (see [`release_empty_levels`](CuckooFilter::release_empty_levels)): the most items the
-    /// tables could ever hold, more than [`capacity`](CuckooFilter::capacity).
+    /// Total fingerprint slots (buckets × slots per bucket): the most items the table could
+    /// hold at its size now, more than [`capacity`](CuckooFilter::capacity).
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::builder()
@@ -219,52 +221,80 @@ impl<S> CuckooFilter<S> {
     /// # Ok::<(), atomic_cuckoo::BuildError>(())
     /// ```
     pub fn slots(&self) -> usize {
-        self.levels.slots()
+        match &self.body {
+            Body::Fixed(fixed) => fixed.slots(),
+            Body::Growable(table) => usize::try_from(table.buckets() * 4).unwrap_or(usize::MAX),
+        }
     }
 
-    /// Statistics of each level, oldest first.
+    /// Whether the filter grows when it fills ([`Builder::growable`](crate::Builder::growable)).
+    ///
+    /// ```
+    /// use atomic_cuckoo::CuckooFilter;
+    ///
+    /// assert!(!CuckooFilter::with_capacity(100).is_growable());
+    /// assert!(CuckooFilter::builder().growable(true).build()?.is_growable());
+    /// # Ok::<(), atomic_cuckoo::BuildError>(())
+    /// ```
+    pub fn is_growable(&self) -> bool {
+        matches!(self.body, Body::Growable(_))
+    }
+
+    /// How many times a growable filter has doubled its table (0 for a fixed one).
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::builder()
     ///     .capacity(1_000)
-    ///     .expansion(2)
-    ///     .build()
-    ///     .unwrap();
-    /// for i in 0..5_000u32 {
-    ///     filter.insert(&i).unwrap();
-    /// }
-    /// let levels = filter.level_stats();
-    /// assert_eq!(levels.len(), filter.levels());
-    /// assert_eq!(levels.iter().map(|l| l.len).sum::<usize>(), 5_000);
+    ///     .growable(true)
+    ///     .build()?;
+    /// filter.insert_many(0..10_000u32)?;
+    /// assert!(filter.doublings() >= 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn level_stats(&self) -> Vec<LevelStats> {
-        self.levels
-            .all()
-            .map(|t| {
-                let load = t.len() as f64 / t.slots() as f64;
-                LevelStats {
-                    len: t.len(),
-                    capacity: t.item_capacity(),
-                    slots: t.slots(),
-                    fingerprint_bits: t.layout().bits(),
-                    memory_usage: t.heap_bytes(),
-                    false_positive_rate: params::expected_false_positive_rate(t.layout(), load),
-                    released: t.is_released(),
-                }
-            })
-            .collect()
+    pub fn doublings(&self) -> u32 {
+        match &self.body {
+            Body::Fixed(_) => 0,
+            Body::Growable(table) => table.doublings(),
+        }
     }
 
-    /// Number of levels: 1, plus one for each time a growing filter (see
-    /// [`Builder::expansion`](crate::Builder::expansion)) grew. Released levels
-    /// ([`release_empty_levels`](CuckooFilter::release_empty_levels)) still count.
+    /// Whether a doubling is still splitting buckets: inserts finish it gradually (two old
+    /// buckets each), and until then a lookup reads one bit more per bucket. `false` for a
+    /// fixed filter.
+    pub fn is_doubling(&self) -> bool {
+        match &self.body {
+            Body::Fixed(_) => false,
+            Body::Growable(table) => table.is_doubling(),
+        }
+    }
+
+    /// Splits every bucket an unfinished doubling has left, so lookups read one bucket per
+    /// side again without first checking whether it is split. Inserts do this gradually;
+    /// call this when a grown filter is built and will mostly be read. Does nothing on a
+    /// fixed filter.
+    ///
+    /// # Panics
+    ///
+    /// If called by the writer of a save of this same filter, on the saving thread: its
+    /// splits would wait for that save forever.
     ///
     /// ```
-    /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
-    /// assert_eq!(filter.levels(), 1);
+    /// let filter = atomic_cuckoo::CuckooFilter::builder()
+    ///     .capacity(1_000)
+    ///     .growable(true)
+    ///     .build()?;
+    /// filter.insert_many(0..5_000u32)?;
+    /// filter.finish_doubling();
+    /// assert!(!filter.is_doubling());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn levels(&self) -> usize {
-        self.levels.count()
+    pub fn finish_doubling(&self) {
+        match &self.body {
+            Body::Fixed(fixed) => {
+                crate::freeze::refuse_if_frozen_here(fixed).unwrap_or_else(|nested| nested.panic());
+            }
+            Body::Growable(table) => table.finish_doubling(),
+        }
     }
 
     /// The share of slots in use: `len() / slots()`.
@@ -279,8 +309,8 @@ impl<S> CuckooFilter<S> {
 
     /// Expected probability that `contains` returns `true` for an item that was never inserted,
     /// at the current load: `1 - (1 - 1/(2^f - 1))^(2 · slots · load)`, about
-    /// `2 · slots · load / 2^f`; for a filter with several levels, `1 - Π(1 - rate of level i)`
-    /// over the levels a lookup probes (not the released ones).
+    /// `2 · slots · load / 2^f`; for a growable filter, whose entries keep fewer bits the
+    /// more doublings they have seen, `2 · Σ 2^-(bits an entry has left) / buckets`.
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::builder().capacity(1_000).build().unwrap();
@@ -290,14 +320,14 @@ impl<S> CuckooFilter<S> {
     /// assert!(filter.false_positive_rate() < 0.01);
     /// ```
     pub fn false_positive_rate(&self) -> f64 {
-        self.levels.false_positive_rate()
+        either!(&self.body, t => t.false_positive_rate())
     }
 
     /// The false-positive rate the filter was built for ([`Builder::false_positive_rate`], 1 %
     /// by default), which [`false_positive_rate`](CuckooFilter::false_positive_rate) stays
-    /// under at any load up to [`capacity`](CuckooFilter::capacity); `None` for a filter built
-    /// with a fingerprint width instead ([`Builder::fingerprint_bits`]). Restored snapshots
-    /// keep it.
+    /// under at any load up to [`capacity`](CuckooFilter::capacity) (a growable filter: for
+    /// 131,072 times its first capacity); `None` for a filter built with a fingerprint width
+    /// instead ([`Builder::fingerprint_bits`]). Restored snapshots keep it.
     ///
     /// ```
     /// use atomic_cuckoo::CuckooFilter;
@@ -310,24 +340,30 @@ impl<S> CuckooFilter<S> {
     /// # Ok::<(), atomic_cuckoo::BuildError>(())
     /// ```
     pub fn target_false_positive_rate(&self) -> Option<f64> {
-        self.levels.plan().target_rate()
+        match &self.body {
+            Body::Fixed(fixed) => fixed.plan().target_rate(),
+            Body::Growable(table) => Some(table.target_false_positive_rate()),
+        }
     }
 
-    /// Fingerprint width in bits of the newest level, where new items go. Every level has this
-    /// width unless the filter grows towards a target rate, where later levels may be wider
-    /// (and a level narrowed by [`shrink_to_fit`](CuckooFilter::shrink_to_fit) narrower).
+    /// Fingerprint width in bits: of every fingerprint of a fixed filter; of a growable
+    /// filter's new entries (its lane width less the marker bit), which give up a bit with
+    /// each doubling they see.
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::builder().fingerprint_bits(8).build().unwrap();
     /// assert_eq!(filter.fingerprint_bits(), 8);
     /// ```
     pub fn fingerprint_bits(&self) -> u32 {
-        self.levels.level(self.levels.count() - 1).layout().bits()
+        match &self.body {
+            Body::Fixed(fixed) => fixed.table().layout().bits(),
+            Body::Growable(table) => table.lane_bits() - 1,
+        }
     }
 
     /// How the filter lays out its buckets ([`Builder::layout`](crate::Builder::layout)). A
     /// filter restored from a snapshot written before layouts were selectable is
-    /// [`Layout::OneWord`].
+    /// [`Layout::OneWord`]; a growable filter packs its lanes ([`Layout::Packed`]).
     ///
     /// ```
     /// use atomic_cuckoo::{CuckooFilter, Layout};
@@ -337,20 +373,20 @@ impl<S> CuckooFilter<S> {
     /// assert_eq!(compact.layout(), Layout::Compact);
     /// ```
     pub fn layout(&self) -> Layout {
-        match self.levels.plan().layout {
+        let kind = match &self.body {
+            Body::Fixed(fixed) => fixed.plan().layout,
+            Body::Growable(_) => LayoutKind::Packed,
+        };
+        match kind {
             LayoutKind::OneWord => Layout::OneWord,
             LayoutKind::Packed => Layout::Packed,
             LayoutKind::SemiSorted => Layout::Compact,
         }
     }
 
-    /// Bytes of memory held by the filter: every level's table and lock stripes, and the filter
-    /// itself, less the memory that released levels gave back to the OS (see
-    /// [`release_empty_levels`](CuckooFilter::release_empty_levels)). A growing filter whose newest level is near capacity may also be preparing the
-    /// next level in the background (large levels on huge pages, see
-    /// [growth](crate#growth)); that memory is counted once the level is added, and
-    /// [`clear`](CuckooFilter::clear), [`shrink_to_fit`](CuckooFilter::shrink_to_fit) and
-    /// dropping the filter free it.
+    /// Bytes of memory held by the filter: its table, lock stripes and counters, and the
+    /// filter itself; for a growable filter also the bitmap of a doubling in progress (a bit
+    /// per bucket it splits) and what finished doublings' small bitmaps keep.
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(1_000_000);
@@ -358,7 +394,11 @@ impl<S> CuckooFilter<S> {
     /// assert!(bits_per_item < 16.0);
     /// ```
     pub fn memory_usage(&self) -> usize {
-        std::mem::size_of::<Self>() + self.levels.heap_bytes()
+        std::mem::size_of::<Self>()
+            + match &self.body {
+                Body::Fixed(fixed) => fixed.heap_bytes(),
+                Body::Growable(table) => table.memory_usage(),
+            }
     }
 
     /// The filter's hasher.
@@ -373,19 +413,10 @@ impl<S> CuckooFilter<S> {
     /// (and stays). Lookups do not wait; one that overlaps the clear may still find some of the
     /// items being cleared.
     ///
-    /// A growing filter keeps its levels, empty (their memory cannot be freed while other
-    /// threads may read them), and goes on inserting into the newest: its
-    /// [`capacity`](CuckooFilter::capacity) becomes that level's. Levels released before stay
-    /// released; the others are ordinary empty levels, which
-    /// [`release_empty_levels`](CuckooFilter::release_empty_levels) can release afterwards
-    /// (all but the newest). To go back to one level and free the rest, call
-    /// [`shrink_to_fit`](CuckooFilter::shrink_to_fit) once the filter is no longer shared.
-    ///
-    /// Memory: the filter keeps every level's table and lock stripes, all that
-    /// [`memory_usage`](CuckooFilter::memory_usage) counts, and all of it resident (the clear
-    /// writes every bucket of the levels not released). A next level being prepared ahead is freed (the clear waits for the
-    /// thread preparing it to finish first), so afterwards the filter holds no more than
-    /// `memory_usage` reports.
+    /// A growable filter keeps its size (its memory cannot be freed while other threads may
+    /// read it), and a doubling in progress is finished. Memory: the filter keeps its table
+    /// and lock stripes, all that [`memory_usage`](CuckooFilter::memory_usage) counts, and
+    /// all of it resident (the clear writes every bucket).
     ///
     /// # Panics
     ///
@@ -402,91 +433,20 @@ impl<S> CuckooFilter<S> {
     /// assert!(filter.is_empty() && !filter.contains("x"));
     /// ```
     pub fn clear(&self) {
-        self.levels.clear();
+        either!(&self.body, t => t.clear());
     }
 
-    /// Frees the levels a growing filter added, newest first, as long as they are empty (the
-    /// first level always stays), then releases the empty levels left below the newest (see
-    /// [`release_empty_levels`](CuckooFilter::release_empty_levels)). Takes `&mut self`: no
-    /// other thread may be reading the levels it frees.
-    ///
-    /// When every level below the oldest one holding items is released (a sliding window has
-    /// moved past them), that level's fingerprints are then cut to the first level's width:
-    /// the levels below it no longer spend their share of the target rate, so it can take the
-    /// first level's. Its items stay where they are and are all still found; the measured
-    /// rate stays under the target, and the level takes less memory. A window of 500,000 ids
-    /// slid over 8,000,000 at a 1 % target: 18.7 bits per live id after the release, 15.1
-    /// after `shrink_to_fit`, at a measured 0.16 % (a static filter of 500,000: 10.6 bits at
-    /// 0.75 %). Later levels keep their planned widths.
+    /// Frees what the filter holds beyond its items' needs, like `Vec::shrink_to_fit`; takes
+    /// `&mut self`, so no other thread is using it. A fixed filter holds nothing beyond its
+    /// table, and a growable one does not halve its table yet: both are left as they are.
     ///
     /// ```
-    /// let mut filter = atomic_cuckoo::CuckooFilter::builder()
-    ///     .capacity(100)
-    ///     .expansion(2)
-    ///     .build()?;
-    /// filter.insert_many(0..1_000u32).unwrap();
-    /// let grown = filter.memory_usage();
-    /// filter.clear();
+    /// let mut filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
+    /// filter.insert("kept").unwrap();
     /// filter.shrink_to_fit();
-    /// assert_eq!(filter.levels(), 1);
-    /// assert!(filter.memory_usage() < grown);
-    /// # Ok::<(), atomic_cuckoo::BuildError>(())
+    /// assert!(filter.contains("kept"));
     /// ```
-    pub fn shrink_to_fit(&mut self) {
-        self.levels.shrink_to_fit();
-    }
-
-    /// Releases the empty levels of a growing filter, all but the newest (where inserts go),
-    /// while other threads go on using it; returns how many levels this call released.
-    ///
-    /// A filter used as a sliding window (new items inserted, expiring ones removed) empties its
-    /// older levels as the window moves past them; kept, they would hold their memory and be
-    /// probed by every lookup. A released level is still counted by
-    /// [`levels`](CuckooFilter::levels) and keeps its place, but it holds no item, never
-    /// receives one again (an insert that was aiming at it goes to the newest level instead),
-    /// and lookups, counts and removes skip it. Its memory goes back to the operating system
-    /// on Linux for a level of at least 16 KiB of buckets, which has a mapping of its own
-    /// (restored filters' levels too); smaller levels keep their few pages, but are skipped all
-    /// the same. [`shrink_to_fit`](CuckooFilter::shrink_to_fit) also narrows the fingerprints
-    /// of the oldest level left.
-    /// [`memory_usage`](CuckooFilter::memory_usage) stops counting what was given back,
-    /// [`slots`](CuckooFilter::slots) the released levels' slots, and
-    /// [`false_positive_rate`](CuckooFilter::false_positive_rate) their rates.
-    ///
-    /// Each level that looks empty is frozen while its buckets are checked: writers to that
-    /// level (inserts aiming at it, and removes, which pass through every level) wait that
-    /// long, readers do not. Only one release, save, clear or clone runs at a time, and none
-    /// while a level is being added. A filter that does not grow has nothing to release.
-    /// A snapshot or a clone holds a released level as an ordinary empty one. Called from
-    /// inside a save of the same filter (its destination), this releases nothing and returns 0.
-    ///
-    /// ```
-    /// let filter = atomic_cuckoo::CuckooFilter::builder()
-    ///     .capacity(1_000)
-    ///     .expansion(2)
-    ///     .build()?;
-    /// // A sliding window of 5,000 ids over 50,000: the first levels fill, then empty.
-    /// for id in 0..50_000u64 {
-    ///     filter.insert(&id).unwrap();
-    ///     if id >= 5_000 {
-    ///         filter.remove(&(id - 5_000));
-    ///     }
-    /// }
-    /// let (levels, rate) = (filter.levels(), filter.false_positive_rate());
-    /// let released = filter.release_empty_levels();
-    /// assert!(released > 0 && released < levels);
-    /// assert!(filter.false_positive_rate() <= rate);
-    /// assert_eq!(filter.len(), 5_000);
-    /// assert!((45_000..50_000u64).all(|id| filter.contains(&id)));
-    /// # Ok::<(), atomic_cuckoo::BuildError>(())
-    /// ```
-    pub fn release_empty_levels(&self) -> usize {
-        self.levels.release_empty_levels()
-    }
-
-    pub(crate) fn levels_ref(&self) -> &Levels {
-        &self.levels
-    }
+    pub fn shrink_to_fit(&mut self) {}
 }
 
 impl<S: BuildHasher> CuckooFilter<S> {
@@ -507,8 +467,9 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// - [`InsertError::Full`]: no free slot can be reached (a filter without growth);
     /// - [`InsertError::ItemBucketsFull`]: the item's own two buckets are full of its copies
     ///   (or of items that share them) while the filter has room;
-    /// - [`InsertError::MaxLevelsReached`], [`InsertError::GrowthFailed`]: a growing filter
-    ///   needed a level and could not add one.
+    /// - [`InsertError::GrowthFailed`]: a growable filter needed to double and could not
+    ///   allocate the new buckets (nothing stored is lost; a later insert doubles once memory
+    ///   is there).
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
@@ -518,7 +479,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// ```
     #[inline]
     pub fn insert<T: Hash + ?Sized>(&self, item: &T) -> Result<(), InsertError> {
-        self.levels.insert(self.hash_of(item))
+        either!(&self.body, t => t.insert(self.hash_of(item)))
     }
 
     /// Adds `item` unless it is (maybe) present already: returns `Ok(true)` if it was added,
@@ -537,7 +498,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// assert_eq!(filter.count("k"), 1);
     /// ```
     pub fn insert_unique<T: Hash + ?Sized>(&self, item: &T) -> Result<bool, InsertError> {
-        self.levels.insert_unique(self.hash_of(item))
+        either!(&self.body, t => t.insert_unique(self.hash_of(item)))
     }
 
     /// Whether `item` may be in the filter: never `false` for an inserted item, `true` for an
@@ -554,7 +515,12 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// assert!(filter.contains("present"));
     /// ```
     pub fn contains<T: Hash + ?Sized>(&self, item: &T) -> bool {
-        self.levels.lookup(self.hash_of(item)) != Lookup::Absent
+        let hash = self.hash_of(item);
+        let found = match &self.body {
+            Body::Fixed(fixed) => fixed.lookup(hash),
+            Body::Growable(table) => table.lookup_hash(hash),
+        };
+        found != Lookup::Absent
     }
 
     /// Looks up many items at once (any `IntoIterator`: a slice, a `Vec`, an iterator):
@@ -588,7 +554,14 @@ impl<S: BuildHasher> CuckooFilter<S> {
             if n == 0 {
                 return;
             }
-            self.levels.lookup_batch(&hashes[..n], &mut answers[..n]);
+            match &self.body {
+                Body::Fixed(fixed) => fixed.lookup_batch(&hashes[..n], &mut answers[..n]),
+                Body::Growable(table) => {
+                    for (answer, &hash) in answers.iter_mut().zip(&hashes[..n]) {
+                        *answer = table.lookup_hash(hash);
+                    }
+                }
+            }
             results.extend(answers[..n].iter().map(|&a| a != Lookup::Absent));
         }
     }
@@ -630,8 +603,14 @@ impl<S: BuildHasher> CuckooFilter<S> {
         I: IntoIterator,
         I::Item: Hash,
     {
-        self.insert_batches(items, |hashes| {
-            self.levels.insert_batch(hashes).map(|()| hashes.len())
+        self.insert_batches(items, |hashes| match &self.body {
+            Body::Fixed(fixed) => fixed.insert_batch(hashes).map(|()| hashes.len()),
+            Body::Growable(table) => {
+                for (i, &hash) in hashes.iter().enumerate() {
+                    table.insert(hash).map_err(|e| (i, e))?;
+                }
+                Ok(hashes.len())
+            }
         })
         .map(|_| ())
     }
@@ -659,7 +638,16 @@ impl<S: BuildHasher> CuckooFilter<S> {
         I: IntoIterator,
         I::Item: Hash,
     {
-        self.insert_batches(items, |hashes| self.levels.insert_unique_batch(hashes))
+        self.insert_batches(items, |hashes| match &self.body {
+            Body::Fixed(fixed) => fixed.insert_unique_batch(hashes),
+            Body::Growable(table) => {
+                let mut added = 0;
+                for (i, &hash) in hashes.iter().enumerate() {
+                    added += usize::from(table.insert_unique(hash).map_err(|e| (i, e))?);
+                }
+                Ok(added)
+            }
+        })
     }
 
     /// Hashes `items` a batch at a time and hands each batch to `insert`, which returns how
@@ -701,7 +689,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// assert!(!filter.remove("gone"));
     /// ```
     pub fn remove<T: Hash + ?Sized>(&self, item: &T) -> bool {
-        self.levels.remove(self.hash_of(item))
+        either!(&self.body, t => t.remove(self.hash_of(item)))
     }
 
     /// Number of stored copies of `item`'s fingerprint in its buckets: the number of times it
@@ -714,27 +702,34 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// assert_eq!(filter.count("twice"), 2);
     /// ```
     pub fn count<T: Hash + ?Sized>(&self, item: &T) -> usize {
-        self.levels.count_copies(self.hash_of(item))
+        either!(&self.body, t => t.count_copies(self.hash_of(item)))
     }
 }
 
 impl<S> fmt::Debug for CuckooFilter<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let newest = self.levels.level(self.levels.count() - 1);
-        let shape = newest.shape();
-        f.debug_struct("CuckooFilter")
-            .field("len", &self.len())
+        let mut out = f.debug_struct("CuckooFilter");
+        out.field("len", &self.len())
             .field("capacity", &self.capacity())
             .field("slots", &self.slots())
             .field("load_factor", &self.load_factor())
-            .field("levels", &self.levels())
-            .field("fingerprint_bits", &shape.bits)
-            .field("layout", &self.layout())
-            .field("slots_per_bucket", &newest.layout().slots())
-            .field("buckets", &shape.buckets)
-            .field("stripes", &shape.stripes)
-            .field("memory_usage", &self.memory_usage())
-            .finish()
+            .field("fingerprint_bits", &self.fingerprint_bits())
+            .field("layout", &self.layout());
+        match &self.body {
+            Body::Fixed(fixed) => {
+                let shape = fixed.table().shape();
+                out.field("slots_per_bucket", &fixed.table().layout().slots())
+                    .field("buckets", &shape.buckets)
+                    .field("stripes", &shape.stripes);
+            }
+            Body::Growable(table) => {
+                out.field("growable", &true)
+                    .field("buckets", &table.buckets())
+                    .field("doublings", &table.doublings())
+                    .field("doubling_in_progress", &table.is_doubling());
+            }
+        }
+        out.field("memory_usage", &self.memory_usage()).finish()
     }
 }
 
@@ -756,7 +751,11 @@ impl<S: Clone> Clone for CuckooFilter<S> {
     /// assert!(copy.contains("a") && copy.len() == 1);
     /// ```
     fn clone(&self) -> Self {
-        CuckooFilter::from_parts(self.levels.deep_copy(), self.hasher.clone())
+        let body = match &self.body {
+            Body::Fixed(fixed) => Body::Fixed(fixed.deep_copy()),
+            Body::Growable(table) => Body::Growable(table.deep_copy()),
+        };
+        CuckooFilter::from_parts(body, self.hasher.clone())
     }
 }
 
@@ -855,8 +854,11 @@ impl<T: Hash, S: BuildHasher + Default> FromIterator<T> for CuckooFilter<S> {
             // item is refused only because its buckets are full of entries that match it:
             // it is then found already, as `insert_unique` says, and is not stored again.
             let mut rest = batch;
-            while let Err((i, _)) = filter.levels.insert_batch(rest) {
-                if let Err(e) = filter.levels.insert_unique(rest[i]) {
+            let Body::Fixed(fixed) = &filter.body else {
+                unreachable!("`with_capacity_and_hasher` builds a fixed filter")
+            };
+            while let Err((i, _)) = fixed.insert_batch(rest) {
+                if let Err(e) = fixed.insert_unique(rest[i]) {
                     panic!("CuckooFilter::from_iter: {e}");
                 }
                 rest = &rest[i + 1..];

@@ -12,10 +12,10 @@
 // | `cuckoo_path` | the breadth-first search for a cuckoo path, and executing it one move at a time |
 // | `optimistic_read` | the retrying seqlock read of every filter's lookups and counts: `Lookup`, the one attempt limit, `retry_read` |
 // | `table` | one table: lookups (`read`), inserts and removes (`write`), its moves (`path`) |
-// | `levels` | growth: append-only levels, published for wait-free readers |
-// | `filter` | [`CuckooFilter`], the public type |
+// | `filter` | [`CuckooFilter`], the public type: a fixed or a growable body |
 // | `set` | [`CuckooSet`]: a `CuckooFilter` of one item type, with set semantics |
-// | `expanding` | [`ExpandingFilter`]: one table that doubles in place, lookups of two buckets at any size |
+// | `growth` | a growable filter's body: one table that doubles in place, lookups of two buckets at any size |
+// | `fixed` | a fixed filter's body: one table, its plan (width, layout, capacity) and its error rules |
 // | `builder`, `params` | [`Builder`] and the arithmetic behind its choices; every filter type's stripe count |
 // | `persist` | snapshots: [`CuckooFilter::write_to`], [`CuckooFilter::read_from`], [`PersistError`] |
 // | `error` | [`InsertError`], [`BuildError`] |
@@ -32,12 +32,12 @@ mod bucket_word;
 mod builder;
 mod cuckoo_path;
 mod error;
-mod expanding;
 mod filter;
+mod fixed;
 mod freeze;
+mod growth;
 mod hasher;
 mod hashing;
-mod levels;
 mod optimistic_read;
 mod params;
 mod persist;
@@ -51,10 +51,9 @@ mod table;
 #[cfg(test)]
 mod test_rng;
 
-pub use builder::{Builder, Layout, DEFAULT_CAPACITY, DEFAULT_MAX_LEVELS};
+pub use builder::{Builder, Layout, DEFAULT_CAPACITY};
 pub use error::{BuildError, InsertError, InsertManyError};
-pub use expanding::{ExpandingBuilder, ExpandingFilter};
-pub use filter::{CuckooFilter, LevelStats};
+pub use filter::CuckooFilter;
 pub use hasher::{AHashBuilder, DefaultHashBuilder, PortableHasher};
 pub use persist::PersistError;
 pub use set::CuckooSet;

@@ -5,8 +5,8 @@
 
 use crate::bucket_layout::{BucketLayout, LayoutKind};
 use crate::bucket_word::{MAX_BITS, MIN_BITS};
+use crate::fixed::{TablePlan, WidthRule};
 use crate::hashing::{MAX_BUCKETS, MIN_BUCKETS};
-use crate::levels::{GrowthPlan, WidthRule};
 use crate::params;
 
 use super::PersistError;
@@ -26,15 +26,17 @@ pub(crate) const HEADER_WORDS: usize = 8;
 pub(crate) const LEVEL_HEADER_WORDS: usize = 3;
 /// The value every filter's hasher hashes for the hasher check.
 pub(crate) const HASHER_PROBE: &str = "atomic-cuckoo hasher check, format 1";
-/// Largest accepted expansion factor (as the builder).
+/// Largest expansion factor and level count that filters growing by levels wrote: a header
+/// within them that grows is one of theirs (a format this build no longer reads), beyond them
+/// it is corrupt.
 const MAX_EXPANSION: u32 = 1 << 16;
-/// Largest accepted `max_levels` (as the builder).
 const MAX_LEVELS: u32 = 64;
 
 const RULE_FIXED_BITS: u32 = 1;
-/// The target rate split by the earlier budget (`WidthRule::SplitRate`).
+/// The target rate, split over levels by the earlier budget; a filter that does not grow gives
+/// all of it to its one table, as `RULE_TARGET_RATE` does.
 const RULE_TARGET_RATE_SPLIT: u32 = 2;
-/// The target rate split by the harmonic budget (`WidthRule::Rate`).
+/// The target rate (split over levels by the harmonic budget when the filter grew by levels).
 const RULE_TARGET_RATE: u32 = 3;
 
 /// The layout codes of the header's flags (version 3).
@@ -55,8 +57,7 @@ fn layout_code(kind: LayoutKind) -> u16 {
 /// The file header.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Header {
-    pub(crate) plan: GrowthPlan,
-    pub(crate) levels: u32,
+    pub(crate) plan: TablePlan,
     pub(crate) items: u64,
     pub(crate) hasher_check: u64,
 }
@@ -65,28 +66,30 @@ impl Header {
     pub(crate) fn encode(&self) -> [u64; HEADER_WORDS] {
         let (rule, bits, rate) = match self.plan.width {
             WidthRule::Fixed(bits) => (RULE_FIXED_BITS, bits, 0.0),
-            WidthRule::SplitRate(rate) => (RULE_TARGET_RATE_SPLIT, 0, rate),
             WidthRule::Rate(rate) => (RULE_TARGET_RATE, 0, rate),
         };
+        // No growth factor, one level of at most one.
+        let (factor, max_levels, levels) = (0u64, 1u64, 1u64);
         [
             u64::from_le_bytes(MAGIC),
             u64::from(VERSION)
                 | u64::from(layout_code(self.plan.layout)) << 16
                 | u64::from(rule) << 32,
-            u64::from(bits) | u64::from(self.plan.factor) << 32,
-            u64::from(self.plan.max_levels) | u64::from(self.levels) << 32,
+            u64::from(bits) | factor << 32,
+            max_levels | levels << 32,
             rate.to_bits(),
-            self.plan.base_capacity as u64,
+            self.plan.capacity as u64,
             self.items,
             self.hasher_check,
         ]
     }
 
     /// Decodes and validates a header: every field in range, and the plan one the builder
-    /// could have made.
+    /// could have made. A filter that grew by levels (an expansion factor) wrote a format this
+    /// build does not read: [`PersistError::RetiredFormat`].
     pub(crate) fn decode(w: &[u64; HEADER_WORDS]) -> Result<Self, PersistError> {
         if w[0].to_le_bytes() != MAGIC {
-            return Err(super::wrong_magic(w[0], "CuckooFilter"));
+            return Err(PersistError::BadMagic);
         }
         let version = w[1] as u16;
         if !(OLDEST_VERSION..=VERSION).contains(&version) {
@@ -109,10 +112,11 @@ impl Header {
             }
             // Version 2 builds split the rate only the earlier way.
             RULE_TARGET_RATE if version == 2 => return invalid("width rule"),
-            RULE_TARGET_RATE_SPLIT if bits == 0 && params::rate_is_valid(rate) => {
-                WidthRule::SplitRate(rate)
+            RULE_TARGET_RATE_SPLIT | RULE_TARGET_RATE
+                if bits == 0 && params::rate_is_valid(rate) =>
+            {
+                WidthRule::Rate(rate)
             }
-            RULE_TARGET_RATE if bits == 0 && params::rate_is_valid(rate) => WidthRule::Rate(rate),
             RULE_FIXED_BITS | RULE_TARGET_RATE_SPLIT | RULE_TARGET_RATE => {
                 return invalid("fingerprint width or rate")
             }
@@ -127,23 +131,25 @@ impl Header {
         if !(1..=max_levels).contains(&levels) {
             return invalid("level count");
         }
-        let base_capacity = usize::try_from(w[5]).unwrap_or(0);
-        if base_capacity == 0 {
+        let capacity = usize::try_from(w[5]).unwrap_or(0);
+        if capacity == 0 {
             return invalid("capacity");
         }
-        let plan = GrowthPlan {
-            factor,
-            max_levels,
-            base_capacity,
+        if factor > 0 && max_levels > 1 {
+            return Err(PersistError::RetiredFormat {
+                written_by: "a CuckooFilter that grew by adding levels (Builder::expansion)",
+            });
+        }
+        let plan = TablePlan {
+            capacity,
             width,
             layout,
         };
-        if plan.level_bits(max_levels - 1).is_err() {
+        if plan.bits().is_err() {
             return invalid("false-positive rate (unreachable)");
         }
         Ok(Header {
             plan,
-            levels,
             items: w[6],
             hasher_check: w[7],
         })

@@ -6,7 +6,7 @@
 //! into a filter full of false negatives.
 
 mod checksum;
-mod format;
+pub(crate) mod format;
 #[cfg(feature = "serde")]
 pub(crate) mod serde_impl;
 
@@ -14,14 +14,16 @@ use std::fmt;
 use std::hash::BuildHasher;
 use std::io::{self, Read, Write};
 
-use crate::filter::CuckooFilter;
+use crate::filter::{Body, CuckooFilter};
+use crate::fixed::{Fixed, TablePlan};
 use crate::freeze::Nested;
+use crate::growth::{self, Doubling};
 use crate::hasher::DefaultHashBuilder;
-use crate::levels::{GrowthPlan, Levels};
 use crate::sync::{AtomicU64, Ordering};
 use crate::table::{BucketWords, Limits, Table, TableShape};
 use checksum::Checksum;
-use format::{Header, LevelHeader, HASHER_PROBE, HEADER_WORDS, LEVEL_HEADER_WORDS};
+pub(crate) use format::HEADER_WORDS;
+use format::{Header, LevelHeader, HASHER_PROBE, LEVEL_HEADER_WORDS};
 
 /// Bytes read or written per I/O call: small enough to stay in cache between the copy and the
 /// checksum.
@@ -43,17 +45,15 @@ pub enum PersistError {
         /// Bytes after the end of the snapshot.
         extra: usize,
     },
-    /// The input does not start with this format's magic bytes, nor with another filter
-    /// type's: it is not a snapshot.
+    /// The input does not start with a snapshot's magic bytes: it is not a snapshot.
     BadMagic,
-    /// The input is a snapshot of another filter type: a `CuckooFilter` snapshot given to
-    /// `ExpandingFilter`'s restore functions, or the reverse (told apart by their magic bytes).
-    /// Restore it with `written_by`'s `from_bytes` or `read_from`.
-    OtherFilterType {
-        /// The type whose snapshot it is: `"CuckooFilter"` or `"ExpandingFilter"`.
+    /// The snapshot is in a format that earlier versions wrote for a kind of filter this
+    /// version no longer has: a filter that grew by adding levels (`Builder::expansion`), whose
+    /// levels each had a width and bucket mapping of their own that one table cannot hold.
+    /// Rebuild the filter from its items.
+    RetiredFormat {
+        /// What wrote the snapshot.
         written_by: &'static str,
-        /// The type asked to restore it.
-        restored_as: &'static str,
     },
     /// The snapshot has a format version this build does not read.
     UnsupportedVersion {
@@ -106,13 +106,10 @@ impl fmt::Display for PersistError {
             PersistError::BadMagic => f.write_str(
                 "not an atomic-cuckoo snapshot: it does not start with a snapshot's magic bytes",
             ),
-            PersistError::OtherFilterType {
-                written_by,
-                restored_as,
-            } => write!(
+            PersistError::RetiredFormat { written_by } => write!(
                 f,
-                "the input is a {written_by} snapshot, which {restored_as} cannot restore: restore \
-                 it with {written_by}::from_bytes or {written_by}::read_from"
+                "the snapshot was written by {written_by}, a format this version cannot load: \
+                 rebuild the filter from its items"
             ),
             PersistError::UnsupportedVersion { version } => {
                 write!(f, "unsupported snapshot format version {version}")
@@ -165,29 +162,21 @@ impl From<io::Error> for PersistError {
     }
 }
 
-/// First 8 bytes of every `ExpandingFilter` snapshot (its format is in
-/// `crate::expanding::snapshot`); kept here beside `CuckooFilter`'s, so each format can name
-/// the other's snapshots.
+/// First 8 bytes of every growable filter's snapshot (its format is in
+/// `crate::growth::snapshot`); a fixed filter's start with `format::MAGIC`.
 pub(crate) const EXPANDING_MAGIC: [u8; 8] = *b"ATCUXPND";
 
-/// The filter types with a snapshot format, by their magic bytes.
-const SNAPSHOT_TYPES: [(&str, [u8; 8]); 2] = [
-    ("CuckooFilter", format::MAGIC),
-    ("ExpandingFilter", EXPANDING_MAGIC),
-];
+/// Which format a snapshot whose first word is `first` is in.
+enum Magic {
+    Fixed,
+    Growable,
+}
 
-/// The error for an input whose first word is not `restored_as`'s magic: the other filter
-/// type's snapshot, or no snapshot at all.
-pub(crate) fn wrong_magic(first: u64, restored_as: &'static str) -> PersistError {
-    match SNAPSHOT_TYPES
-        .iter()
-        .find(|&&(name, magic)| name != restored_as && first.to_le_bytes() == magic)
-    {
-        Some(&(written_by, _)) => PersistError::OtherFilterType {
-            written_by,
-            restored_as,
-        },
-        None => PersistError::BadMagic,
+fn magic_of(first: u64) -> Result<Magic, PersistError> {
+    match first.to_le_bytes() {
+        format::MAGIC => Ok(Magic::Fixed),
+        EXPANDING_MAGIC => Ok(Magic::Growable),
+        _ => Err(PersistError::BadMagic),
     }
 }
 
@@ -253,29 +242,28 @@ impl<S: BuildHasher> CuckooFilter<S> {
     /// ```
     pub fn write_to<W: Write + ?Sized>(&self, writer: &mut W) -> io::Result<()> {
         let check = hasher_check(self.hasher());
-        let levels = self.levels_ref();
-        let frozen = levels.frozen()?;
-        let tables = frozen.parts();
-        let items = tables.iter().map(|(t, _)| t.len() as u64).sum();
+        let fixed = match self.body() {
+            Body::Fixed(fixed) => fixed,
+            Body::Growable(table) => return table.write_to(writer, check),
+        };
+        let frozen = fixed.frozen()?;
+        let (table, held) = &frozen.parts()[0];
         let header = Header {
-            plan: *levels.plan(),
-            levels: tables.len() as u32,
-            items,
+            plan: *fixed.plan(),
+            items: table.len() as u64,
             hasher_check: check,
         };
         let mut out = WordWriter::new(writer);
         out.words(header.encode())?;
-        for (table, held) in tables {
-            let shape = table.shape();
-            let level = LevelHeader {
-                bits: shape.bits,
-                buckets: shape.buckets,
-                items: table.len() as u64,
-                words: table.word_count(),
-            };
-            out.words(level.encode())?;
-            out.words(table.frozen_words(held))?;
-        }
+        let shape = table.shape();
+        let level = LevelHeader {
+            bits: shape.bits,
+            buckets: shape.buckets,
+            items: table.len() as u64,
+            words: table.word_count(),
+        };
+        out.words(level.encode())?;
+        out.words(table.frozen_words(held))?;
         out.finish()
     }
 
@@ -306,12 +294,12 @@ impl<S: BuildHasher> CuckooFilter<S> {
 
     /// Bytes a snapshot of the filter takes now (it changes when the filter grows).
     pub fn snapshot_size(&self) -> usize {
-        let words: usize = self
-            .levels_ref()
-            .all()
-            .map(|t| LEVEL_HEADER_WORDS + t.word_count())
-            .sum();
-        8 * (HEADER_WORDS + words + 1)
+        match self.body() {
+            Body::Fixed(fixed) => {
+                8 * (HEADER_WORDS + LEVEL_HEADER_WORDS + fixed.table().word_count() + 1)
+            }
+            Body::Growable(table) => table.snapshot_size(),
+        }
     }
 
     /// Restores a snapshot written by [`write_to`](CuckooFilter::write_to) with a filter that
@@ -326,8 +314,8 @@ impl<S: BuildHasher> CuckooFilter<S> {
     ///
     /// A [`PersistError`] saying what is wrong: [`Io`](PersistError::Io) from `reader`,
     /// [`Truncated`](PersistError::Truncated),
-    /// [`OtherFilterType`](PersistError::OtherFilterType) (an `ExpandingFilter` snapshot),
     /// [`BadMagic`](PersistError::BadMagic) (no snapshot at all),
+    /// [`RetiredFormat`](PersistError::RetiredFormat) (a format this version no longer loads),
     /// [`UnsupportedVersion`](PersistError::UnsupportedVersion), an invalid parameter or count,
     /// [`ChecksumMismatch`](PersistError::ChecksumMismatch),
     /// [`HasherMismatch`](PersistError::HasherMismatch) when `hasher` is not the one the
@@ -337,29 +325,29 @@ impl<S: BuildHasher> CuckooFilter<S> {
     }
 
     fn read_snapshot<R: Read>(mut input: WordReader<R>, hasher: S) -> Result<Self, PersistError> {
-        let header = Header::decode(&input.array::<HEADER_WORDS>()?)?;
-        if header.hasher_check != hasher_check(&hasher) {
+        let first = input.array::<HEADER_WORDS>()?;
+        let check = hasher_check(&hasher);
+        if let Magic::Growable = magic_of(first[0])? {
+            let table = Doubling::read(first, input, check, true)?;
+            return Ok(CuckooFilter::from_parts(Body::Growable(table), hasher));
+        }
+        let header = Header::decode(&first)?;
+        if header.hasher_check != check {
             return Err(PersistError::HasherMismatch);
         }
-        let mut tables = Vec::with_capacity(header.levels as usize);
-        let mut total = 0u64;
-        for i in 0..header.levels {
-            let level =
-                LevelHeader::decode(&input.array::<LEVEL_HEADER_WORDS>()?, header.plan.layout)?;
-            let shape = planned_shape(&header.plan, i, &level, total == 0)?;
-            tables.push(input.table(level, shape)?);
-            total += level.items;
-        }
-        if total != header.items {
+        let level = LevelHeader::decode(&input.array::<LEVEL_HEADER_WORDS>()?, header.plan.layout)?;
+        let shape = planned_shape(&header.plan, &level)?;
+        let table = input.table(level, shape)?;
+        if level.items != header.items {
             return Err(PersistError::CountMismatch {
                 what: "header",
                 claimed: header.items,
-                found: total,
+                found: level.items,
             });
         }
         input.check_trailer()?;
-        let levels = Levels::restore(header.plan, tables, Limits::DEFAULT, true);
-        Ok(CuckooFilter::from_parts(levels, hasher))
+        let fixed = Fixed::new(table, header.plan, Limits::DEFAULT, true);
+        Ok(CuckooFilter::from_parts(Body::Fixed(fixed), hasher))
     }
 
     /// Restores a snapshot from bytes that hold exactly one snapshot (see
@@ -452,33 +440,19 @@ impl CuckooFilter {
     }
 }
 
-/// The shape of level `i` of `plan`, when `level`'s header agrees with it.
-///
-/// Levels nest (see `hashing`): each one's shape follows from the plan, and only that shape
-/// interprets its fingerprints correctly. A level above only empty ones (`empty_below`) may
-/// have been narrowed (`shrink_to_fit`), to a width down to the first level's.
-fn planned_shape(
-    plan: &GrowthPlan,
-    i: u32,
-    level: &LevelHeader,
-    empty_below: bool,
-) -> Result<TableShape, PersistError> {
-    let narrowed =
-        |s: &TableShape| i > 0 && empty_below && (s.base_bits..s.bits).contains(&level.bits);
-    plan.level_shape(i)
+/// The shape of `plan`'s table, when the level header agrees with it: only that shape
+/// interprets the fingerprints correctly.
+fn planned_shape(plan: &TablePlan, level: &LevelHeader) -> Result<TableShape, PersistError> {
+    plan.shape()
         .ok()
-        .filter(|s| s.buckets == level.buckets && (s.bits == level.bits || narrowed(s)))
-        .map(|s| TableShape {
-            bits: level.bits,
-            ..s
-        })
+        .filter(|s| s.buckets == level.buckets && s.bits == level.bits)
         .ok_or(PersistError::InvalidParameter {
             field: "level shape (not the plan's)",
         })
 }
 
 /// The length of the snapshot that `bytes` starts with, from its headers alone (nothing is
-/// allocated, nothing beyond the headers is read). Each level header is checked against the
+/// allocated, nothing beyond the headers is read). The level header is checked against the
 /// plan as `read_snapshot` checks it, so a corrupt bucket count or width is reported as such,
 /// not as a length that the input then misses or exceeds.
 fn expected_len(bytes: &[u8]) -> Result<usize, PersistError> {
@@ -487,23 +461,21 @@ fn expected_len(bytes: &[u8]) -> Result<usize, PersistError> {
         let chunk = bytes.get(at..at + 8).ok_or(PersistError::Truncated)?;
         Ok(u64::from_le_bytes(chunk.try_into().expect("8 bytes")))
     };
+    if let Magic::Growable = magic_of(word_at(0)?)? {
+        return growth::snapshot_len(bytes);
+    }
     let mut header = [0u64; HEADER_WORDS];
     for (i, w) in header.iter_mut().enumerate() {
         *w = word_at(i)?;
     }
     let header = Header::decode(&header)?;
-    let (mut at, mut total) = (HEADER_WORDS, 0u64);
-    for i in 0..header.levels {
-        let mut level = [0u64; LEVEL_HEADER_WORDS];
-        for (j, w) in level.iter_mut().enumerate() {
-            *w = word_at(at + j)?;
-        }
-        let level = LevelHeader::decode(&level, header.plan.layout)?;
-        planned_shape(&header.plan, i, &level, total == 0)?;
-        total = total.saturating_add(level.items);
-        at += LEVEL_HEADER_WORDS + level.words;
+    let mut level = [0u64; LEVEL_HEADER_WORDS];
+    for (j, w) in level.iter_mut().enumerate() {
+        *w = word_at(HEADER_WORDS + j)?;
     }
-    Ok(8 * (at + 1))
+    let level = LevelHeader::decode(&level, header.plan.layout)?;
+    planned_shape(&header.plan, &level)?;
+    Ok(8 * (HEADER_WORDS + LEVEL_HEADER_WORDS + level.words + 1))
 }
 
 /// The occupied lanes of a restored level's words, after checking that every bucket holds a

@@ -7,21 +7,19 @@
 //! stripes of both halves, moves the entries, and clears the bucket's bit (Release) before it
 //! lets them go. A lookup that reads a bit set reads the old bucket under the old bucket's
 //! stripe, which the split holds while it clears the bit; one that reads it clear reads the
-//! new bucket under its stripe (see `ExpandingFilter::lookup`). Every writer splits the
+//! new bucket under its stripe (see `Doubling::lookup`). Every writer splits the
 //! buckets it is about to touch, locks, and checks under its stripes that the count did not
 //! change.
 
-use std::hash::BuildHasher;
-
 use super::keys::{low_mask, Key, Pos};
 use super::table::words_for;
-use super::ExpandingFilter;
+use super::Doubling;
 use crate::error::InsertError;
 use crate::freeze;
 use crate::sync::Ordering;
 use crate::table::BucketWords;
 
-impl<S: BuildHasher> ExpandingFilter<S> {
+impl Doubling {
     /// Begins doubling `k + 1`, unless another writer did since this one saw `k` doublings:
     /// finishes doubling `k`, adds the new buckets (which the inserts after it split into),
     /// and publishes the count.
@@ -202,7 +200,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     ///
     /// If called by the writer of a save of this same filter, on the saving thread: its
     /// splits would wait for that save forever.
-    pub fn finish_doubling(&self) {
+    pub(crate) fn finish_doubling(&self) {
         // The splits take stripes, which a save on this thread holds frozen. Checked whether or
         // not a doubling is in progress, so that such a call fails every time.
         freeze::refuse_if_frozen_here(self).unwrap_or_else(|nested| nested.panic());
@@ -247,7 +245,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
 
     /// Whether a doubling is still splitting buckets (see
     /// [`finish_doubling`](Self::finish_doubling)).
-    pub fn is_doubling(&self) -> bool {
+    pub(crate) fn is_doubling(&self) -> bool {
         // Relaxed: a report or a hint; the answer may change as soon as it is given.
         self.splitting.load(Ordering::Relaxed)
     }
@@ -255,8 +253,20 @@ impl<S: BuildHasher> ExpandingFilter<S> {
 
 #[cfg(test)]
 mod tests {
+    use std::hash::BuildHasher;
+
+    use crate::growth::{build, Doubling, PLANNED_DOUBLINGS};
+    use crate::optimistic_read::Lookup;
     use crate::sync::Ordering;
-    use crate::ExpandingFilter;
+    use crate::DefaultHashBuilder;
+
+    fn filter() -> Doubling {
+        build(1_000, 0.01, PLANNED_DOUBLINGS, false).unwrap()
+    }
+
+    fn hash(key: u64) -> u64 {
+        DefaultHashBuilder.hash_one(key)
+    }
 
     /// A doubling whose bitmap (the first allocation) or new segment (the second) cannot be
     /// allocated: the insert that asked for it gets `GrowthFailed`, nothing stored is lost, the
@@ -267,13 +277,13 @@ mod tests {
         use crate::table::FAIL_ALLOCATION;
         use crate::InsertError;
         for failing in [1, 2] {
-            let filter = ExpandingFilter::builder().capacity(1_000).build().unwrap();
+            let filter = filter();
             FAIL_ALLOCATION.with(|left| left.set(failing));
             // Every insert before the one that doubles fits.
             let mut key = 0u64;
             let (refused, len, memory) = loop {
                 let (len, memory) = (filter.len(), filter.memory_usage());
-                match filter.insert(&key) {
+                match filter.insert(hash(key)) {
                     Ok(()) => key += 1,
                     Err(e) => break (e, len, memory),
                 }
@@ -287,19 +297,19 @@ mod tests {
             assert!(!filter.is_doubling());
             assert_eq!(filter.len(), len);
             assert_eq!(filter.memory_usage(), memory);
-            assert!((0..key).all(|k| filter.contains(&k)));
-            filter.insert(&key).unwrap();
+            assert!((0..key).all(|k| filter.lookup_hash(hash(k)) != Lookup::Absent));
+            filter.insert(hash(key)).unwrap();
             assert_eq!(filter.doublings(), 1);
-            assert!((0..=key).all(|k| filter.contains(&k)));
+            assert!((0..=key).all(|k| filter.lookup_hash(hash(k)) != Lookup::Absent));
         }
     }
 
     #[test]
     fn inserts_finish_a_doubling_whose_buckets_were_all_handed_out() {
-        let filter = ExpandingFilter::builder().capacity(1_000).build().unwrap();
+        let filter = filter();
         let mut key = 0u64;
         while filter.doublings() == 0 {
-            filter.insert(&key).unwrap();
+            filter.insert(hash(key)).unwrap();
             key += 1;
         }
         assert!(filter.is_doubling());
@@ -311,7 +321,7 @@ mod tests {
         let old_buckets = filter.buckets() / 2;
         let mut inserts = 0;
         while filter.is_doubling() {
-            filter.insert(&key).unwrap();
+            filter.insert(hash(key)).unwrap();
             key += 1;
             inserts += 1;
             assert!(
@@ -319,6 +329,6 @@ mod tests {
                 "the doubling is not finished by inserts"
             );
         }
-        assert!((0..stored).all(|k| filter.contains(&k)));
+        assert!((0..stored).all(|k| filter.lookup_hash(hash(k)) != Lookup::Absent));
     }
 }

@@ -1,4 +1,4 @@
-//! An item's place in an [`ExpandingFilter`](super::ExpandingFilter) at any size: its home
+//! An item's place in a growable table at any size: its home
 //! bucket in the first table, its anchor, and a stream of bits that doublings turn from
 //! fingerprint bits into bucket bits.
 //!
@@ -56,7 +56,7 @@ pub(super) struct Key {
 impl Key {
     /// The item's bucket on `side` after `doublings` doublings.
     #[inline(always)]
-    pub fn pos(&self, side: usize, doublings: u32) -> Pos {
+    pub(crate) fn pos(&self, side: usize, doublings: u32) -> Pos {
         Pos {
             home: self.home[side],
             high: self.stream[side] & low_mask(doublings),
@@ -65,7 +65,7 @@ impl Key {
 
     /// The entry field (marker bit above `tail_bits` tail bits) this item has on `side`.
     #[inline(always)]
-    pub fn field(&self, side: usize, doublings: u32, tail_bits: u32) -> u64 {
+    pub(crate) fn field(&self, side: usize, doublings: u32, tail_bits: u32) -> u64 {
         (1u64 << tail_bits) | ((self.stream[side] >> doublings) & low_mask(tail_bits))
     }
 }
@@ -83,7 +83,7 @@ pub(super) struct KeyMap {
 
 impl KeyMap {
     /// Maps for a first table of `base` buckets (`base` even, below 2^32).
-    pub fn new(base: u64) -> Self {
+    pub(crate) fn new(base: u64) -> Self {
         debug_assert!(base >= 2 && base.is_multiple_of(2) && base <= 1 << 32);
         let mut reflect = [0; ANCHORS];
         let mut stream_mask = [0; ANCHORS];
@@ -115,7 +115,7 @@ impl KeyMap {
     /// bucket count), the anchor from the lowest 5, and the stream from a bijective mix of all
     /// 64, so that bucket bits and fingerprint bits are independent.
     #[inline(always)]
-    pub fn key(&self, hash: u64) -> Key {
+    pub(crate) fn key(&self, hash: u64) -> Key {
         let anchor = hash & ANCHOR_MASK;
         let home = ((hash >> 32) * self.base) >> 32;
         let stream = mix(hash ^ 0x5851_f42d_4c95_7f2d);
@@ -129,7 +129,13 @@ impl KeyMap {
     /// The other bucket and field of an entry with `anchor` and `field` in `bucket`, after
     /// `doublings` doublings.
     #[inline(always)]
-    pub fn alternate(&self, pos: Pos, anchor: u64, field: u64, doublings: u32) -> (Pos, u64) {
+    pub(crate) fn alternate(
+        &self,
+        pos: Pos,
+        anchor: u64,
+        field: u64,
+        doublings: u32,
+    ) -> (Pos, u64) {
         let tail_bits = field_tail_bits(field);
         let mask = self.stream_mask[anchor as usize];
         let other = Pos {

@@ -1,12 +1,25 @@
-//! [`ExpandingFilter`]: a cuckoo filter that grows by doubling its one table in place, so a
-//! lookup reads two buckets however far it has grown.
+//! Growth: a table that doubles in place, so that a lookup reads two buckets however far the
+//! filter has grown (the body of a [`CuckooFilter`](crate::CuckooFilter) built with
+//! [`growable`](crate::Builder::growable)).
+//!
+//! Each stored entry keeps a few bits of its item's hash beyond what chooses its bucket; a
+//! doubling turns one of those bits into a bucket bit, so no item needs to be seen again.
+//! Older entries therefore keep fewer bits, and the lane width is chosen so that the rate
+//! stays at the target for the planned number of doublings (`width`); past them the table
+//! still doubles, and the rate rises slowly (an entry with no tail bit left is copied into
+//! both halves of its bucket, Aleph's rule).
+//!
+//! A doubling is spread over the inserts that follow it: the insert that doubles only adds the
+//! new buckets, holding writers back for that moment, and each insert then splits two old
+//! buckets (and those it touches), so no insert waits for a whole table to be rewritten.
+//! Until every bucket is split, a lookup reads one bit more per bucket (whether it is split).
 //!
 //! `keys` says where an item lies at any size, `table` holds the packed lanes and splits them
 //! on a doubling, `doubling` spreads a doubling over the inserts after it, `kicks` places an
-//! entry, along a cuckoo path when its buckets are full, `builder` picks the lane width for the target rate and the planned growth,
-//! `snapshot` saves and restores a filter (validated, in a format of its own).
+//! entry, along a cuckoo path when its buckets are full, `width` picks the lane width for the
+//! target rate and the planned growth, `counts` keeps the per-shard counters, `snapshot`
+//! saves and restores a table (validated, in a format of its own).
 
-mod builder;
 mod counts;
 mod doubling;
 mod keys;
@@ -14,23 +27,19 @@ mod kicks;
 #[cfg(loom)]
 mod loom_hook;
 mod snapshot;
-mod std_impls;
 mod table;
+mod width;
 
 use std::fmt;
-use std::hash::{BuildHasher, Hash};
 use std::sync::OnceLock;
 
 use crossbeam_utils::CachePadded;
-
-pub use builder::ExpandingBuilder;
 
 use counts::{Counts, Totals};
 
 use crate::cuckoo_path::{NoRoom, Placed, SearchLimits};
 use crate::error::InsertError;
 use crate::freeze::{self, Frozen, Nested};
-use crate::hasher::DefaultHashBuilder;
 use crate::optimistic_read::{retry_read, Lookup, READ_ATTEMPTS};
 use crate::params;
 use crate::stripe::StripeSet;
@@ -39,12 +48,21 @@ use crate::table::BucketWords;
 use keys::{field_tail_bits, Key, KeyMap, Pos, ANCHOR_BITS};
 use table::{lane_of, Table, LANES};
 
+pub(crate) use snapshot::expected_len as snapshot_len;
+pub(crate) use width::{build, PLANNED_DOUBLINGS};
+
 /// Entries a table takes before it doubles: 95 % of its lanes (four-lane buckets fill to
 /// about 97 % before an insert fails).
 const MAX_LOAD: f64 = 0.95;
 
-/// How far an insert's search for a cuckoo path goes before the table doubles: as
-/// `CuckooFilter`'s table.
+/// Most doublings: the table's segment cells and the bit stream of a key (a doubling uses one
+/// stream bit, and a lane's tail bits follow them). A first table of two buckets doubled this
+/// often has 2^33 buckets, more memory than a machine has at any lane width: an insert that
+/// would double past it fails as a doubling whose memory was refused.
+pub(crate) const MAX_DOUBLINGS: u32 = 32;
+
+/// How far an insert's search for a cuckoo path goes before the table doubles: as a fixed
+/// table's.
 #[cfg(not(loom))]
 const PATH_LIMITS: SearchLimits = SearchLimits::DEFAULT;
 /// Under loom, a few buckets (models place their items so that paths are short).
@@ -61,57 +79,10 @@ const SPLITS_PER_INSERT: u64 = 2;
 
 const ANCHOR_MASK: u64 = (1 << ANCHOR_BITS) - 1;
 
-/// A cuckoo filter that grows without slowing its lookups: when it fills, its table doubles in
-/// place, and a lookup still reads exactly two buckets.
-///
-/// Each stored entry keeps a few bits of its item's hash beyond what chooses its bucket; a
-/// doubling turns one of those bits into a bucket bit, so no item needs to be seen again.
-/// Older entries therefore keep fewer bits, and the lane width is chosen so that the rate
-/// stays at the target for the planned number of doublings
-/// ([`ExpandingBuilder::max_doublings`], 12 by default: 4096 times the first capacity).
-///
-/// Compared with a growing [`CuckooFilter`](crate::CuckooFilter), whose lookups probe one
-/// table per level, this filter keeps the lookup cost of one table and takes less memory per
-/// item at the same target. Like it, it is shared as `Arc<ExpandingFilter>`: inserts and
-/// removes take `&self` and lock only the stripes of the buckets they change, and lookups
-/// never wait (they read optimistically and validate against the stripes' versions).
-///
-/// A doubling is spread over the inserts that follow it: the insert that doubles only adds the
-/// new buckets, holding writers back for that moment, and each insert then splits two old
-/// buckets (and those it touches), so no insert waits for a whole table to be rewritten.
-/// Until every bucket is split, a lookup reads one bit more per bucket (whether it is split);
-/// [`finish_doubling`](ExpandingFilter::finish_doubling) splits the rest at once.
-///
-/// ```
-/// use std::sync::Arc;
-/// use atomic_cuckoo::ExpandingFilter;
-///
-/// let filter = Arc::new(
-///     ExpandingFilter::builder()
-///         .capacity(1_000)
-///         .false_positive_rate(0.01)
-///         .build()?,
-/// );
-/// let writers: Vec<_> = (0..4u64)
-///     .map(|t| {
-///         let filter = Arc::clone(&filter);
-///         std::thread::spawn(move || {
-///             for id in (t..100_000).step_by(4) {
-///                 filter.insert(&id).unwrap();
-///             }
-///         })
-///     })
-///     .collect();
-/// for writer in writers {
-///     writer.join().unwrap();
-/// }
-/// assert!(filter.doublings() >= 6);
-/// assert!((0..100_000u64).all(|id| filter.contains(&id)));
-/// assert!(filter.false_positive_rate() <= 0.01);
-/// assert!(filter.remove(&42u64));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub struct ExpandingFilter<S = DefaultHashBuilder> {
+/// A table that doubles in place, with its stripes, counters and doubling state. Shared by
+/// reference: inserts and removes lock only the stripes of the buckets they change, and
+/// lookups never wait (they read optimistically and validate against the stripes' versions).
+pub(crate) struct Doubling {
     keys: KeyMap,
     table: Table,
     /// The writers' locks and the lookups' versions, keyed by `Table::stripe_key`.
@@ -133,8 +104,8 @@ pub struct ExpandingFilter<S = DefaultHashBuilder> {
     next: CachePadded<AtomicU64>,
     /// Bytes of finished doublings' bitmaps that could not be given back (small ones).
     kept_bitmap_bytes: AtomicU64,
-    /// The most doublings the lane width allows at the target rate.
-    max_doublings: u32,
+    /// The doublings the lane width keeps the target rate for; the table doubles past them.
+    planned: u32,
     /// Tail bits of a new entry: the lane width less the marker and the anchor.
     tail_bits: u32,
     /// Items, lanes in use and entries by tail length.
@@ -145,20 +116,11 @@ pub struct ExpandingFilter<S = DefaultHashBuilder> {
     rng: u64,
     /// Serializes doublings, snapshots and clones (each freezes the stripes).
     grow: GrowLock,
-    hasher: S,
 }
 
-impl ExpandingFilter {
-    /// A builder with the defaults: room for 1,000,000 items before the first doubling, a
-    /// 1 % false-positive rate, 12 doublings planned.
-    pub fn builder() -> ExpandingBuilder {
-        ExpandingBuilder::default()
-    }
-}
-
-impl<S: BuildHasher> ExpandingFilter<S> {
-    fn key<T: Hash + ?Sized>(&self, item: &T) -> Key {
-        self.keys.key(self.hasher.hash_one(item))
+impl Doubling {
+    fn key(&self, hash: u64) -> Key {
+        self.keys.key(hash)
     }
 
     /// Doublings begun.
@@ -169,14 +131,11 @@ impl<S: BuildHasher> ExpandingFilter<S> {
         self.doublings.load(Ordering::Acquire) as u32
     }
 
-    /// Whether `item` may be in the filter: `false` means it certainly is not.
-    ///
-    /// Never waits: a lookup that keeps meeting writers in its buckets answers `true`
-    /// ("maybe") after a bounded number of attempts.
+    /// Looks the item of `hash` up. Never waits: a lookup that keeps meeting writers in its
+    /// buckets is `Unproven` ("maybe present") after a bounded number of attempts.
     #[inline]
-    pub fn contains<T: Hash + ?Sized>(&self, item: &T) -> bool {
-        // Unproven (every attempt met a writer) is "maybe present", never a false negative.
-        self.lookup_retried(&self.key(item)) != Lookup::Absent
+    pub(crate) fn lookup_hash(&self, hash: u64) -> Lookup {
+        self.lookup_retried(&self.key(hash))
     }
 
     /// Looks `key` up: optimistic attempts (`lookup`), at most `READ_ATTEMPTS` of them.
@@ -338,6 +297,21 @@ impl<S: BuildHasher> ExpandingFilter<S> {
         best
     }
 
+    /// How many lanes of `key`'s bucket on `side` match it. The bucket must be split, its
+    /// stripe held.
+    fn matching_lanes(&self, key: &Key, side: usize, k: u32) -> usize {
+        let lanes = self.table.bucket(key.pos(side, k));
+        (0..LANES)
+            .filter(|&lane| {
+                let entry = lane_of(lanes, lane, self.table.width());
+                entry != 0 && entry & ANCHOR_MASK == key.anchor && {
+                    let field = entry >> ANCHOR_BITS;
+                    field == key.field(side, k, field_tail_bits(field))
+                }
+            })
+            .count()
+    }
+
     /// Counts `items` items and `lanes` lanes of entries with `tail` tail bits, for a writer
     /// that holds the stripe of the bucket at `pos`.
     fn count(&self, pos: Pos, items: i64, lanes: i64, tail: u32) {
@@ -356,10 +330,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             || self.doublings.load(Ordering::Relaxed) as u32 == k
     }
 
-    /// Adds `item`, doubling the table when it is full. Inserting an item twice stores two
-    /// copies (see [`remove`](Self::remove)).
-    ///
-    /// # Errors
+    /// Inserts one copy of the item of `hash`, doubling the table when it is full.
     ///
     /// Every item stored before a failed insert is still stored, and `len` is unchanged. The
     /// table may have doubled for it, and a doubling in progress may have split more buckets;
@@ -367,45 +338,17 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// - [`InsertError::ItemBucketsFull`]: both of the item's buckets hold only copies of it
     ///   (one item is stored at most eight times), or no room could be made in them while the
     ///   table is below half its doubling load, or below 90 % of it with the buckets holding
-    ///   only repeated copies of a few items, which a doubling would not separate. An entry's
-    ///   other bucket depends on 5 of its bits, so one item in 32 of those that share a bucket
-    ///   with a hot key (an item stored many times) shares both, and is refused while the hot
-    ///   key's copies fill them.
-    /// - [`InsertError::MaxDoublingsReached`]: the table would double (it is at its doubling
-    ///   load, 95 % of its lanes, or no room could be made for the item from half of that, as
-    ///   happens in tables of a few buckets) and has doubled as often as its lane width allows
-    ///   at the target rate.
+    ///   only repeated copies of a few items, which a doubling would not separate.
     /// - [`InsertError::GrowthFailed`]: the new buckets could not be allocated.
-    pub fn insert<T: Hash + ?Sized>(&self, item: &T) -> Result<(), InsertError> {
-        let key = self.key(item);
-        self.insert_key(&key, false).map(|_| ())
+    pub(crate) fn insert(&self, hash: u64) -> Result<(), InsertError> {
+        self.insert_key(&self.key(hash), false).map(|_| ())
     }
 
-    /// Adds `item` unless it may be present already (set semantics): `Ok(true)` if it was
-    /// added, `Ok(false)` if a lane already matched it (it, or an item whose entry matches it,
-    /// is stored). The check and the insert are one step: of several threads adding the same
-    /// item this way, exactly one gets `Ok(true)`. Remove an item added this way once per
+    /// Inserts the item of `hash` unless a lane matches it (set semantics): `Ok(true)` if it
+    /// was added. Of several threads adding the same item this way, exactly one gets
     /// `Ok(true)`.
-    ///
-    /// # Errors
-    ///
-    /// As [`insert`](Self::insert).
-    ///
-    /// ```
-    /// let filter = atomic_cuckoo::ExpandingFilter::builder().capacity(100).build()?;
-    /// assert_eq!(filter.insert_unique("a"), Ok(true));
-    /// assert_eq!(filter.insert_unique("a"), Ok(false));
-    /// assert_eq!(filter.len(), 1);
-    /// # Ok::<(), atomic_cuckoo::BuildError>(())
-    /// ```
-    pub fn insert_unique<T: Hash + ?Sized>(&self, item: &T) -> Result<bool, InsertError> {
-        let key = self.key(item);
-        self.insert_key(&key, true)
-    }
-
-    /// Inserts one copy of the item whose hash (by this filter's hasher) is `hash`.
-    pub(crate) fn insert_hash(&self, hash: u64) -> Result<(), InsertError> {
-        self.insert_key(&self.keys.key(hash), false).map(|_| ())
+    pub(crate) fn insert_unique(&self, hash: u64) -> Result<bool, InsertError> {
+        self.insert_key(&self.key(hash), true)
     }
 
     /// Inserts `key`'s entry (unless `unique` and a lane matches it): `Ok(true)` if stored.
@@ -426,11 +369,6 @@ impl<S: BuildHasher> ExpandingFilter<S> {
                 // A hot key is refused before anything grows for it.
                 if self.buckets_hold_only(key, k) {
                     return Err(InsertError::ItemBucketsFull);
-                }
-                if k == self.max_doublings {
-                    return Err(InsertError::MaxDoublingsReached {
-                        doublings: self.max_doublings,
-                    });
                 }
                 self.double(k)?;
                 continue;
@@ -457,11 +395,6 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             {
                 return Err(InsertError::ItemBucketsFull);
             }
-            if k == self.max_doublings {
-                return Err(InsertError::MaxDoublingsReached {
-                    doublings: self.max_doublings,
-                });
-            }
             self.double(k)?;
         }
     }
@@ -482,14 +415,13 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             .lock_pair(self.table.stripe_key(a), self.table.stripe_key(b))
     }
 
-    /// Removes one copy of `item`; `false` if none matched.
+    /// Removes one copy of the item of `hash`; `false` if none matched.
     ///
-    /// Remove only items you inserted (once per insert): an item never inserted may match, and
-    /// so remove, another item's entry. Of the entries that match, the one with the most bits
-    /// left is removed: any other item that matches it also matches every shorter one, so the
-    /// remove cannot make an inserted item unfindable.
-    pub fn remove<T: Hash + ?Sized>(&self, item: &T) -> bool {
-        let key = self.key(item);
+    /// Of the entries that match, the one with the most bits left is removed: any other item
+    /// that matches it also matches every shorter one, so the remove cannot make an inserted
+    /// item unfindable.
+    pub(crate) fn remove(&self, hash: u64) -> bool {
+        let key = self.key(hash);
         loop {
             let k = self.doublings_now();
             self.split_buckets_of(&key, k);
@@ -523,10 +455,26 @@ impl<S: BuildHasher> ExpandingFilter<S> {
         }
     }
 
+    /// Entries in the item of `hash`'s two buckets that match it: its copies, and those of
+    /// items whose entries match it. Read under the buckets' stripes (split first, as a
+    /// writer would).
+    pub(crate) fn count_copies(&self, hash: u64) -> usize {
+        let key = self.key(hash);
+        loop {
+            let k = self.doublings_now();
+            self.split_buckets_of(&key, k);
+            let _held = self.lock_pair(key.pos(0, k), key.pos(1, k));
+            if !self.still(k) {
+                continue;
+            }
+            return (0..2).map(|side| self.matching_lanes(&key, side, k)).sum();
+        }
+    }
+
     /// Removes every item, keeping the table's size. Callable through an `Arc` while other
     /// threads use the filter.
     ///
-    /// Consistent like a save ([`write_to`](ExpandingFilter::write_to)): writers wait until
+    /// Consistent like a save: writers wait until
     /// the clear is over, so an insert either ends before it (and is cleared) or starts after
     /// it (and stays). Lookups do not wait; one that overlaps the clear may still find some of
     /// the items being cleared. The table keeps its size (its memory cannot be freed while
@@ -536,18 +484,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     ///
     /// If called by the writer of a save of this same filter (it would store half-cleared
     /// data).
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    ///
-    /// let filter = Arc::new(atomic_cuckoo::ExpandingFilter::builder().capacity(100).build()?);
-    /// filter.insert("x")?;
-    /// let shared = Arc::clone(&filter);
-    /// std::thread::spawn(move || shared.clear()).join().unwrap();
-    /// assert!(filter.is_empty() && !filter.contains("x"));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         let _frozen = self.frozen().unwrap_or_else(|nested| nested.panic());
         // Relaxed throughout: no writer runs (the freeze). Lookups that overlap may see
         // items go, in any order: every one of them is being removed.
@@ -569,17 +506,17 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     }
 
     /// Items stored (inserts less removes).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.counts.items()
     }
 
     /// Whether no item is stored.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Items the table takes before its next doubling.
-    pub fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         let totals = self.totals();
         let extra = totals.occupied.saturating_sub(totals.items);
         let limit = self.load_limit(self.doublings_now());
@@ -602,42 +539,47 @@ impl<S: BuildHasher> ExpandingFilter<S> {
 
     /// Lanes in use over all lanes: items, and the copies doublings made of entries with no
     /// tail bit left. The table doubles at 0.95.
-    pub fn load_factor(&self) -> f64 {
+    pub(crate) fn load_factor(&self) -> f64 {
         let buckets = self.table.buckets(self.doublings_now());
         self.occupied() as f64 / (buckets * LANES) as f64
     }
 
+    /// Makes the table resident now (`Builder::prefault`): the first table's buckets, before
+    /// any insert touches them.
+    pub(crate) fn fault_in(&mut self) {
+        self.table.fault_in();
+    }
+
     /// Doublings so far.
-    pub fn doublings(&self) -> u32 {
+    pub(crate) fn doublings(&self) -> u32 {
         self.doublings_now()
     }
 
-    /// The most doublings this filter makes: as many as its lane width allows at the target
-    /// rate (at least what the builder asked for). A full table past them refuses inserts.
-    pub fn max_doublings(&self) -> u32 {
-        self.max_doublings
+    /// The doublings the lane width keeps the target rate for (at least what the builder
+    /// planned). The table doubles past them, and its rate then rises slowly.
+    pub(crate) fn planned_doublings(&self) -> u32 {
+        self.planned
     }
 
     /// Buckets in the table (four lanes each).
-    pub fn buckets(&self) -> u64 {
+    pub(crate) fn buckets(&self) -> u64 {
         self.table.buckets(self.doublings_now())
     }
 
     /// Bits per lane: one marker bit, then the entry's bits (a new entry uses all of them).
-    pub fn lane_bits(&self) -> u32 {
+    pub(crate) fn lane_bits(&self) -> u32 {
         self.table.width()
     }
 
     /// The false-positive rate the filter was built for.
-    pub fn target_false_positive_rate(&self) -> f64 {
+    pub(crate) fn target_false_positive_rate(&self) -> f64 {
         self.target
     }
 
     /// The expected false-positive rate of a lookup of an absent item now, from the bits every
     /// stored entry has left: `2 · Σ 2^-(bits of an entry) / buckets`. It rises as the filter
-    /// fills and doubles, and stays at or below the target until
-    /// [`max_doublings`](Self::max_doublings).
-    pub fn false_positive_rate(&self) -> f64 {
+    /// fills and doubles, and stays at or below the target for the planned doublings.
+    pub(crate) fn false_positive_rate(&self) -> f64 {
         let by_tail = self.totals().by_tail;
         let sum: f64 = (0..32)
             .map(|tail| by_tail[tail] as f64 * (-f64::from(ANCHOR_BITS + tail as u32)).exp2())
@@ -653,14 +595,14 @@ impl<S: BuildHasher> ExpandingFilter<S> {
     /// where it has pages of its own (on Linux, bitmaps of 16 KiB or more). Smaller ones stay,
     /// at most 32 KiB in all; elsewhere every bitmap stays, about one bit per bucket. A clone
     /// does not copy finished doublings' bitmaps.
-    pub fn memory_usage(&self) -> usize {
+    pub(crate) fn memory_usage(&self) -> usize {
         let k = self.doublings_now() as usize;
         let splitting = if self.is_doubling() {
             self.bitmaps[k].get().map_or(0, |b| b.len() * 8)
         } else {
             0
         };
-        let cells = (self.bitmaps.len() + self.max_doublings as usize + 1)
+        let cells = (self.bitmaps.len() + MAX_DOUBLINGS as usize + 1)
             * std::mem::size_of::<OnceLock<BucketWords>>();
         self.table.bytes()
             + splitting
@@ -670,21 +612,15 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             + cells
             + std::mem::size_of::<Self>()
     }
-
-    /// The filter's hasher.
-    pub fn hasher(&self) -> &S {
-        &self.hasher
-    }
 }
 
 /// What a builder or a snapshot supplies to make a filter.
-struct Parts<S> {
+struct Parts {
     keys: KeyMap,
     table: Table,
-    max_doublings: u32,
+    planned: u32,
     tail_bits: u32,
     target: f64,
-    hasher: S,
     doublings: u32,
     /// The latest doubling's bitmap (a bit set per old bucket not split yet), the next old
     /// bucket to split and the number left, if it is in progress.
@@ -693,21 +629,18 @@ struct Parts<S> {
     rng: u64,
 }
 
-impl<S> ExpandingFilter<S> {
-    /// A filter of `parts`.
-    fn from_parts(parts: Parts<S>) -> Self {
+impl Doubling {
+    /// A table of `parts`.
+    fn from_parts(parts: Parts) -> Self {
         let bitmaps: Box<[OnceLock<BucketWords>]> =
-            (0..=parts.max_doublings).map(|_| OnceLock::new()).collect();
+            (0..=MAX_DOUBLINGS).map(|_| OnceLock::new()).collect();
         let (mut next, mut left) = (0, 0);
         if let Some((bitmap, at, remaining)) = parts.splitting {
             let _ = bitmaps[parts.doublings as usize].set(bitmap);
             (next, left) = (at, remaining);
         }
-        ExpandingFilter {
-            stripes: StripeSet::new(largest_table_stripes(
-                parts.table.base(),
-                parts.max_doublings,
-            )),
+        Doubling {
+            stripes: StripeSet::new(largest_table_stripes(parts.table.base())),
             keys: parts.keys,
             table: parts.table,
             doublings: AtomicU64::new(u64::from(parts.doublings)),
@@ -716,18 +649,17 @@ impl<S> ExpandingFilter<S> {
             left: CachePadded::new(AtomicU64::new(left)),
             next: CachePadded::new(AtomicU64::new(next)),
             kept_bitmap_bytes: AtomicU64::new(0),
-            max_doublings: parts.max_doublings,
+            planned: parts.planned,
             tail_bits: parts.tail_bits,
             counts: Counts::new(&parts.totals),
             target: parts.target,
             rng: parts.rng,
             grow: GrowLock::new(),
-            hasher: parts.hasher,
         }
     }
 }
 
-impl<S> ExpandingFilter<S> {
+impl Doubling {
     /// The filter frozen (see `freeze::freeze`): under the grow lock (no doubling begins),
     /// with the stripes frozen (writers wait; lookups go on) until the guard is dropped.
     /// [`Nested`], taking nothing, on a thread that is freezing this filter already (from
@@ -737,14 +669,14 @@ impl<S> ExpandingFilter<S> {
     }
 }
 
-impl<S: Clone> Clone for ExpandingFilter<S> {
-    /// A copy of the filter as it is at one instant: writers on other threads wait while it
+impl Doubling {
+    /// A copy of the table as it is at one instant: writers on other threads wait while it
     /// is copied (lookups do not).
     ///
     /// # Panics
     ///
     /// If called by the writer of a save of this same filter, or when memory runs out.
-    fn clone(&self) -> Self {
+    pub(crate) fn deep_copy(&self) -> Self {
         let _frozen = self.frozen().unwrap_or_else(|nested| nested.panic());
         // Relaxed: no writer runs (the freeze, which orders us after every writer).
         let doublings = self.doublings.load(Ordering::Relaxed) as u32;
@@ -754,18 +686,17 @@ impl<S: Clone> Clone for ExpandingFilter<S> {
                 .get()
                 .expect("a doubling's bitmap is set before it is published");
             (
-                table::copy_words(bitmap),
+                table::copy_words(bitmap, false),
                 self.next.load(Ordering::Relaxed),
                 left,
             )
         });
-        ExpandingFilter::from_parts(Parts {
+        Doubling::from_parts(Parts {
             keys: self.keys.clone(),
             table: self.table.copy(),
-            max_doublings: self.max_doublings,
+            planned: self.planned,
             tail_bits: self.tail_bits,
             target: self.target,
-            hasher: self.hasher.clone(),
             doublings,
             splitting,
             totals: self.counts.totals(),
@@ -774,20 +705,20 @@ impl<S: Clone> Clone for ExpandingFilter<S> {
     }
 }
 
-/// Stripes for a first table of `base` buckets that may double `max_doublings` times: the
-/// crate's rule (`params::stripes_for`) for the largest table, so that writers on many threads
-/// rarely meet once it has grown.
-fn largest_table_stripes(base: u64, max_doublings: u32) -> usize {
-    let largest = u128::from(base) << max_doublings.min(64);
+/// Stripes for a first table of `base` buckets: the crate's rule (`params::stripes_for`) for
+/// the largest table it may double to, so that writers on many threads rarely meet once it
+/// has grown.
+fn largest_table_stripes(base: u64) -> usize {
+    let largest = u128::from(base) << MAX_DOUBLINGS;
     params::stripes_for(usize::try_from(largest).unwrap_or(usize::MAX))
 }
 
-impl<S> fmt::Debug for ExpandingFilter<S> {
+impl fmt::Debug for Doubling {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Relaxed: a snapshot for display, approximate while writers run.
         let doublings = self.doublings.load(Ordering::Relaxed) as u32;
         let items = self.counts.items();
-        f.debug_struct("ExpandingFilter")
+        f.debug_struct("Doubling")
             .field("items", &items)
             .field("buckets", &self.table.buckets(doublings))
             .field("lane_bits", &self.table.width())
@@ -796,7 +727,7 @@ impl<S> fmt::Debug for ExpandingFilter<S> {
                 "doubling_in_progress",
                 &self.splitting.load(Ordering::Relaxed),
             )
-            .field("max_doublings", &self.max_doublings)
+            .field("planned_doublings", &self.planned)
             .field("target_false_positive_rate", &self.target)
             .finish_non_exhaustive()
     }

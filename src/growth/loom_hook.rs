@@ -1,13 +1,11 @@
-//! Test-only access to an [`ExpandingFilter`] for the loom models (compiled only with
+//! Test-only access to a growable table for the loom models (compiled only with
 //! `--cfg loom`): tiny tables, entries placed in chosen buckets, a doubling begun and a bucket
 //! split on demand, and the full outcome of a lookup. All of it drives the real code.
 
-use super::builder::MAX_DOUBLINGS;
 use super::counts::Totals;
 use super::keys::{KeyMap, ANCHOR_BITS};
 use super::table::Table;
-use super::{ExpandingFilter, Parts};
-use crate::loom_hook::PassThrough;
+use super::{Doubling, Parts, MAX_DOUBLINGS};
 use crate::optimistic_read::Lookup;
 use crate::stripe::StripeSet;
 
@@ -16,20 +14,19 @@ use crate::stripe::StripeSet;
 /// stripe, the first segment added by a doubling the other (see `loom_hook::tiny_expanding`).
 const LOOM_STRIPES: usize = 2;
 
-impl ExpandingFilter<PassThrough> {
+impl Doubling {
     /// An empty filter of `base` (even) first-table buckets of four `lane_bits`-bit lanes that
     /// may double `max_doublings` times, guarded by two stripes (`LOOM_STRIPES`); items are
     /// their own hashes.
     pub(crate) fn loom_tiny(base: u64, lane_bits: u32, max_doublings: u32) -> Self {
         assert!(max_doublings <= MAX_DOUBLINGS);
-        let table = Table::new(base, lane_bits, max_doublings).expect("a tiny table");
-        let mut filter = ExpandingFilter::from_parts(Parts {
+        let table = Table::new(base, lane_bits, false).expect("a tiny table");
+        let mut filter = Doubling::from_parts(Parts {
             keys: KeyMap::new(base),
             table,
-            max_doublings,
+            planned: max_doublings,
             tail_bits: lane_bits - 1 - ANCHOR_BITS,
             target: 0.5,
-            hasher: PassThrough,
             doublings: 0,
             splitting: None,
             totals: Totals::default(),

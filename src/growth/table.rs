@@ -18,6 +18,7 @@
 use std::sync::OnceLock;
 
 use super::keys::{Pos, ANCHOR_BITS};
+use super::MAX_DOUBLINGS;
 use crate::sync::Ordering;
 use crate::table::BucketWords;
 
@@ -39,6 +40,8 @@ pub(super) struct Table {
     /// its segment set). Each has two spare zero words past its last bucket, so that a bucket
     /// read never needs a bounds test.
     segments: Box<[OnceLock<BucketWords>]>,
+    /// Whether segments ask for transparent huge pages (`Builder::huge_pages`).
+    huge_pages: bool,
 }
 
 /// Words for `buckets` buckets of four `width`-bit lanes, plus the spare words.
@@ -48,9 +51,9 @@ pub(super) fn words_for(buckets: u64, width: u32) -> Option<usize> {
 }
 
 /// A segment of `buckets` buckets, or the bytes it would need when they cannot be had.
-fn segment(buckets: u64, width: u32) -> Result<BucketWords, usize> {
+fn segment(buckets: u64, width: u32, huge_pages: bool) -> Result<BucketWords, usize> {
     let len = words_for(buckets, width).ok_or(usize::MAX)?;
-    BucketWords::zeroed(len, false).map_err(|failed| failed.bytes)
+    BucketWords::zeroed(len, huge_pages).map_err(|failed| failed.bytes)
 }
 
 /// Buckets in segment `s`: the first table, then as many as the table had before doubling `s`.
@@ -63,34 +66,35 @@ pub(super) fn segment_buckets(base: u64, s: usize) -> u64 {
 }
 
 impl Table {
-    /// An empty table of `base` buckets with room for `max_doublings` segments more, or the
+    /// An empty table of `base` buckets with room for `MAX_DOUBLINGS` segments more, or the
     /// bytes it would need when they cannot be had.
-    pub fn new(base: u64, width: u32, max_doublings: u32) -> Result<Self, usize> {
+    pub(crate) fn new(base: u64, width: u32, huge_pages: bool) -> Result<Self, usize> {
         debug_assert!((ANCHOR_BITS + 2..=32).contains(&width));
         let table = Table {
             width,
             base,
-            segments: (0..=max_doublings).map(|_| OnceLock::new()).collect(),
+            segments: (0..=MAX_DOUBLINGS).map(|_| OnceLock::new()).collect(),
+            huge_pages,
         };
         table.add_segment(0)?;
         Ok(table)
     }
 
     /// A table made of restored segments (`segment_buckets` buckets in segment `s`, each
-    /// `words_for` words long), with room for `max_doublings` segments more than the first.
+    /// `words_for` words long), with room for `MAX_DOUBLINGS` segments more than the first.
     pub(super) fn from_segments(
         base: u64,
         width: u32,
-        max_doublings: u32,
+        huge_pages: bool,
         restored: Vec<BucketWords>,
     ) -> Self {
         debug_assert!(restored
             .iter()
             .enumerate()
             .all(|(s, words)| { words_for(segment_buckets(base, s), width) == Some(words.len()) }));
-        debug_assert!(restored.len() <= max_doublings as usize + 1);
+        debug_assert!(restored.len() <= MAX_DOUBLINGS as usize + 1);
         let segments: Box<[OnceLock<BucketWords>]> =
-            (0..=max_doublings).map(|_| OnceLock::new()).collect();
+            (0..=MAX_DOUBLINGS).map(|_| OnceLock::new()).collect();
         for (cell, words) in segments.iter().zip(restored) {
             let _ = cell.set(words);
         }
@@ -98,6 +102,14 @@ impl Table {
             width,
             base,
             segments,
+            huge_pages,
+        }
+    }
+
+    /// Makes every segment added so far resident (`Builder::prefault`).
+    pub(super) fn fault_in(&mut self) {
+        for words in self.segments.iter_mut().filter_map(OnceLock::get_mut) {
+            words.fault_in();
         }
     }
 
@@ -107,29 +119,33 @@ impl Table {
     }
 
     /// Buckets after `doublings` doublings.
-    pub fn buckets(&self, doublings: u32) -> u64 {
+    pub(crate) fn buckets(&self, doublings: u32) -> u64 {
         self.base << doublings
     }
 
-    pub fn base(&self) -> u64 {
+    pub(crate) fn base(&self) -> u64 {
         self.base
     }
 
-    pub fn width(&self) -> u32 {
+    pub(crate) fn width(&self) -> u32 {
         self.width
     }
 
     /// Bytes held by the segments added so far.
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         self.segments().map(|s| s.len() * 8).sum()
     }
 
     /// Adds segment `s` (`s ≥ 1`: the buckets of doubling `s`, as many as the table had). On
     /// an allocation failure nothing changes. Callers serialize (the grow lock).
-    pub fn add_segment(&self, s: usize) -> Result<(), usize> {
+    pub(crate) fn add_segment(&self, s: usize) -> Result<(), usize> {
         let cell = self.segments.get(s).ok_or(usize::MAX)?;
         if cell.get().is_none() {
-            let _ = cell.set(segment(segment_buckets(self.base, s), self.width)?);
+            let _ = cell.set(segment(
+                segment_buckets(self.base, s),
+                self.width,
+                self.huge_pages,
+            )?);
         }
         Ok(())
     }
@@ -156,7 +172,7 @@ impl Table {
     /// The key of the stripe that guards the bucket at `pos`: its group of sixteen buckets
     /// within its segment (see `GROUP_SHIFT`), the segment mixed in.
     #[inline(always)]
-    pub fn stripe_key(&self, pos: Pos) -> usize {
+    pub(crate) fn stripe_key(&self, pos: Pos) -> usize {
         let (segment, bucket) = self.segment_of(pos);
         ((bucket >> GROUP_SHIFT) as usize).wrapping_add(segment.wrapping_mul(0x9e37_79b9))
     }
@@ -164,7 +180,7 @@ impl Table {
     /// The four lanes of the bucket at `pos`, lane 0 in the lowest bits, followed by bits of
     /// the buckets after it (see [`lanes`](Self::lanes) for the four lanes alone).
     #[inline(always)]
-    pub fn bucket(&self, pos: Pos) -> u128 {
+    pub(crate) fn bucket(&self, pos: Pos) -> u128 {
         let (words, bit) = self.locate(pos);
         let word = (bit / 64) as usize;
         let shift = (bit % 64) as u32;
@@ -188,13 +204,13 @@ impl Table {
     /// compares to see whether the bucket changed (its neighbours' bits may change under
     /// other stripes).
     #[inline(always)]
-    pub fn lanes(&self, pos: Pos) -> u128 {
+    pub(crate) fn lanes(&self, pos: Pos) -> u128 {
         self.bucket(pos) & (u128::MAX >> (128 - LANES as u32 * self.width))
     }
 
     /// Lane `lane` of the bucket at `pos`.
     #[cfg(test)]
-    pub fn get(&self, pos: Pos, lane: u64) -> u64 {
+    pub(crate) fn get(&self, pos: Pos, lane: u64) -> u64 {
         lane_of(self.bucket(pos), lane, self.width)
     }
 
@@ -202,7 +218,7 @@ impl Table {
     /// holds the bucket's stripe: only the words the lane lies on are stored, so a word of
     /// another group is never written back.
     #[inline(always)]
-    pub fn set(&self, pos: Pos, lane: u64, value: u64) {
+    pub(crate) fn set(&self, pos: Pos, lane: u64, value: u64) {
         debug_assert!(value >> self.width == 0);
         let width = self.width;
         let (words, bucket_bit) = self.locate(pos);
@@ -228,13 +244,13 @@ impl Table {
 
     /// The first empty lane of the bucket at `pos`.
     #[inline(always)]
-    pub fn empty_lane(&self, pos: Pos) -> Option<u64> {
+    pub(crate) fn empty_lane(&self, pos: Pos) -> Option<u64> {
         let lanes = self.bucket(pos);
         (0..LANES).find(|&lane| lane_of(lanes, lane, self.width) == 0)
     }
 
     /// Empties every lane (the caller keeps writers out).
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         for words in self.segments() {
             for word in words.iter() {
                 word.store(0, Ordering::Relaxed);
@@ -246,7 +262,7 @@ impl Table {
     /// has been added, into `pos` and `pos` plus `2^k` in its high part. Returns how many
     /// entries were copied into both (those with no tail bit left). The caller holds both
     /// halves' stripes.
-    pub fn split(&self, pos: Pos, k: u32) -> u64 {
+    pub(crate) fn split(&self, pos: Pos, k: u32) -> u64 {
         let lanes = self.bucket(pos);
         let width = self.width;
         for lane in 0..LANES {
@@ -291,9 +307,14 @@ pub(super) fn lane_of(lanes: u128, lane: u64, width: u32) -> u64 {
 }
 
 /// A copy of `words` (the caller keeps writers out while it reads them).
-pub(super) fn copy_words(words: &BucketWords) -> BucketWords {
-    let copy = BucketWords::zeroed(words.len(), false)
-        .unwrap_or_else(|failed| std::alloc::handle_alloc_error(layout_of(failed.bytes)));
+///
+/// # Panics
+///
+/// When memory for the copy runs out (a clone's documented panic, taken before anything
+/// changes).
+pub(super) fn copy_words(words: &BucketWords, huge_pages: bool) -> BucketWords {
+    let copy = BucketWords::zeroed(words.len(), huge_pages)
+        .unwrap_or_else(|failed| panic!("copying a filter: {} bytes unavailable", failed.bytes));
     for (from, to) in words.iter().zip(copy.iter()) {
         // Relaxed: no writer runs (see above), and `copy` is not shared yet.
         let word = from.load(Ordering::Relaxed);
@@ -310,19 +331,15 @@ impl Table {
         let segments: Box<[OnceLock<BucketWords>]> =
             self.segments.iter().map(|_| OnceLock::new()).collect();
         for (cell, words) in segments.iter().zip(self.segments()) {
-            let _ = cell.set(copy_words(words));
+            let _ = cell.set(copy_words(words, self.huge_pages));
         }
         Table {
             width: self.width,
             base: self.base,
             segments,
+            huge_pages: self.huge_pages,
         }
     }
-}
-
-/// The layout reported to the allocation error handler of a failed clone.
-fn layout_of(bytes: usize) -> std::alloc::Layout {
-    std::alloc::Layout::from_size_align(bytes, 8).unwrap_or(std::alloc::Layout::new::<u64>())
 }
 
 #[cfg(test)]
@@ -339,7 +356,7 @@ mod tests {
     #[test]
     fn lanes_of_every_width_read_back_what_was_set() {
         for width in ANCHOR_BITS + 2..=32 {
-            let table = Table::new(10, width, 1).unwrap();
+            let table = Table::new(10, width, false).unwrap();
             table.add_segment(1).unwrap();
             let slots = table.buckets(1) * LANES;
             let mut expected = vec![0u64; slots as usize];
@@ -361,7 +378,7 @@ mod tests {
     #[test]
     fn a_split_moves_each_entry_by_its_lowest_tail_bit() {
         let width = 12;
-        let table = Table::new(2, width, 1).unwrap();
+        let table = Table::new(2, width, false).unwrap();
         table.add_segment(1).unwrap();
         let anchor = 3;
         let at = Pos { home: 1, high: 0 };

@@ -3,12 +3,11 @@
 //! at a time under the two stripes it changes); and the tests that tell a full table from
 //! buckets jammed by copies of a few items.
 
-use std::hash::BuildHasher;
 use std::ops::ControlFlow;
 
 use super::keys::{field_tail_bits, Key, Pos, ANCHOR_BITS};
 use super::table::{lane_of, LANES};
-use super::{ExpandingFilter, ANCHOR_MASK, PATH_LIMITS};
+use super::{Doubling, ANCHOR_MASK, PATH_LIMITS};
 use crate::cuckoo_path::{self, Hop, NoRoom, PathSpace, Placed};
 
 /// Place, search and move rounds of one insert before it counts as failed (a move whose
@@ -17,12 +16,12 @@ const PLACE_ROUNDS: u32 = 16;
 
 /// The table after `k` doublings, as the path search sees it: every bucket it reads is split
 /// first, and every move checks under its stripes that the table has not doubled since.
-struct Paths<'f, S> {
-    filter: &'f ExpandingFilter<S>,
+struct Paths<'f> {
+    filter: &'f Doubling,
     k: u32,
 }
 
-impl<S: BuildHasher> PathSpace for Paths<'_, S> {
+impl PathSpace for Paths<'_> {
     type Bucket = Pos;
 
     #[inline(always)]
@@ -81,7 +80,7 @@ impl<S: BuildHasher> PathSpace for Paths<'_, S> {
     }
 }
 
-impl<S: BuildHasher> ExpandingFilter<S> {
+impl Doubling {
     /// Places `key`'s entry after `k` doublings (its buckets split): into an empty lane of
     /// either bucket, else along a cuckoo path that frees one. With `unique`, nothing is
     /// placed if a lane of its buckets matches it.

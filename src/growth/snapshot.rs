@@ -1,40 +1,36 @@
-//! Saving and restoring an [`ExpandingFilter`]: a format of its own (magic `ATCUXPND`), read
-//! and written with the same word reader, writer and checksum as the `CuckooFilter` snapshots
-//! (`crate::persist`), and failing with the same [`PersistError`].
+//! Saving and restoring a growable table: a format of its own (magic `ATCUXPND`), read and
+//! written with the same word reader, writer and checksum as a fixed table's snapshots
+//! (`crate::persist`, which tells the two apart by their magic), and failing with the same
+//! [`PersistError`].
 //!
-//! The layout is documented byte by byte in `FORMAT.md` ("ExpandingFilter snapshots"). A
+//! The layout is documented byte by byte in `FORMAT.md` ("Growable filter snapshots"). A
 //! doubling in progress is saved as it is, split bitmap included, so a restored filter is the
 //! saved one: same answers, same splits and kicks on the inserts that follow. Restoring checks
 //! the header before anything is allocated, sizes every allocation by the words actually read
 //! (`WordReader::block`), checks the checksum, and then every lane and count before the filter
 //! is returned.
 
-use std::hash::BuildHasher;
 use std::io::{self, Read, Write};
 
-use super::builder::is_builder_choice;
 use super::counts::Totals;
 use super::keys::Pos;
 use super::keys::{field_tail_bits, KeyMap, ANCHOR_BITS};
 use super::table::{words_for, Table, LANES};
-use super::{ExpandingFilter, Parts};
-use crate::freeze::Nested;
-use crate::hasher::DefaultHashBuilder;
+use super::width::is_builder_choice;
+use super::MAX_DOUBLINGS;
+use super::{Doubling, Parts};
 use crate::persist::{
-    hasher_check, longer_than_expected, wrong_magic, Allocation, PersistError, WordReader,
-    WordWriter, EXPANDING_MAGIC,
+    PersistError, WordReader, WordWriter, EXPANDING_MAGIC, HEADER_WORDS as FIRST_WORDS,
 };
 use crate::sync::Ordering;
 use crate::table::BucketWords;
 
-/// First 8 bytes of every `ExpandingFilter` snapshot (a `CuckooFilter` one starts `ATCUCKOO`).
+/// First 8 bytes of every growable filter's snapshot (a fixed one's start `ATCUCKOO`).
 const MAGIC: [u8; 8] = EXPANDING_MAGIC;
 /// Format version written and read by this build.
 const VERSION: u16 = 1;
 /// Words in the header.
 const HEADER_WORDS: usize = 11;
-/// Most doublings a filter makes (as the builder).
-const MAX_DOUBLINGS: u32 = 32;
 /// Largest first table (as the builder): `KeyMap` maps the hash's upper 32 bits onto it.
 const MAX_BASE: u64 = 1 << 32;
 
@@ -43,6 +39,7 @@ const MAX_BASE: u64 = 1 << 32;
 struct Header {
     width: u32,
     doublings: u32,
+    /// The doublings the lane width keeps the rate for (`Doubling::planned`).
     max_doublings: u32,
     rate: f64,
     base: u64,
@@ -75,9 +72,11 @@ impl Header {
     /// Decodes and validates a header: every field in range, the lane width and doublings
     /// ones the builder could have chosen, and a table whose size fits in memory arithmetic.
     fn decode(w: &[u64; HEADER_WORDS]) -> Result<Self, PersistError> {
-        if w[0].to_le_bytes() != MAGIC {
-            return Err(wrong_magic(w[0], "ExpandingFilter"));
-        }
+        debug_assert_eq!(
+            w[0].to_le_bytes(),
+            MAGIC,
+            "the caller dispatched on the magic"
+        );
         let version = w[1] as u16;
         if version != VERSION {
             return Err(PersistError::UnsupportedVersion { version });
@@ -108,7 +107,7 @@ impl Header {
         if header.max_doublings > MAX_DOUBLINGS {
             return invalid("max_doublings");
         }
-        if header.doublings > header.max_doublings {
+        if header.doublings > MAX_DOUBLINGS {
             return invalid("doublings");
         }
         if !is_builder_choice(header.rate, header.width - 1, header.max_doublings) {
@@ -313,10 +312,10 @@ fn check_split_bitmap(split: &[u64], old: u64, next: u64, left: u64) -> Result<(
     }
 }
 
-impl<S: BuildHasher> ExpandingFilter<S> {
+impl Doubling {
     /// The header and the split bitmap (a bit set per old bucket once split) of the filter,
     /// while no writer runs (the caller froze it).
-    fn header(&self) -> (Header, Option<Vec<u64>>) {
+    fn header(&self, hasher_check: u64) -> (Header, Option<Vec<u64>>) {
         // Relaxed: no writer runs (the freeze, which orders us after every writer).
         let doublings = self.doublings.load(Ordering::Relaxed) as u32;
         let split = (self.left.load(Ordering::Relaxed) > 0).then(|| {
@@ -356,7 +355,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
         let header = Header {
             width: self.table.width(),
             doublings,
-            max_doublings: self.max_doublings,
+            max_doublings: self.planned,
             rate: self.target,
             base: self.table.base(),
             items: (totals.items as i64).max(0) as u64,
@@ -364,47 +363,27 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             rng: self.rng,
             split_next,
             split_left,
-            hasher_check: hasher_check(&self.hasher),
+            hasher_check,
         };
         (header, split)
     }
 
-    /// Writes a snapshot of the filter (the format is described byte by byte in
-    /// [`FORMAT.md`](https://github.com/atomic-cuckoo/atomic-cuckoo/blob/main/FORMAT.md),
-    /// "ExpandingFilter snapshots"). A doubling in progress is saved as it is: the restored
-    /// filter answers, splits and grows exactly as this one would.
-    ///
-    /// The snapshot is one consistent state: writers on other threads wait until it is
-    /// written (lookups do not), so an insert either ends before the save and is in it, or
-    /// starts after it. Writers wait as long as `writer` takes, so write to a buffer or a
-    /// buffered writer if the destination is slow. `writer` must not insert into or remove
-    /// from this filter: on the saving thread, that write would wait for the save forever. A
-    /// save of this same filter from inside `writer` (on the saving thread) is refused with an
-    /// error of kind [`io::ErrorKind::Deadlock`] instead of waiting forever, and its
-    /// [`to_bytes`](ExpandingFilter::to_bytes), `clone`, [`clear`](ExpandingFilter::clear) and
-    /// [`finish_doubling`](ExpandingFilter::finish_doubling) panic; other filters, and this one
-    /// on other threads, are not affected.
+    /// Writes a snapshot of the table, one consistent state (see `CuckooFilter::write_to`),
+    /// with `hasher_check` (the filter's hasher's) in its header. A doubling in progress is
+    /// saved as it is: the restored table answers, splits and grows exactly as this one would.
     ///
     /// # Errors
     ///
-    /// Any error `writer` returns (the snapshot is then incomplete), and
-    /// [`io::ErrorKind::Deadlock`] for a save of this filter from inside its own save.
-    ///
-    /// ```
-    /// use atomic_cuckoo::ExpandingFilter;
-    ///
-    /// let filter = ExpandingFilter::builder().capacity(1_000).build()?;
-    /// filter.insert("saved")?;
-    /// let mut file = Vec::new();
-    /// filter.write_to(&mut file)?;
-    /// let restored = ExpandingFilter::read_from(&file[..])?;
-    /// assert!(restored.contains("saved"));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn write_to<W: Write + ?Sized>(&self, writer: &mut W) -> io::Result<()> {
+    /// Any error `writer` returns, and [`io::ErrorKind::Deadlock`] for a save of this filter
+    /// from inside its own save.
+    pub(crate) fn write_to<W: Write + ?Sized>(
+        &self,
+        writer: &mut W,
+        hasher_check: u64,
+    ) -> io::Result<()> {
         let _frozen = self.frozen()?;
         let mut out = WordWriter::new(writer);
-        let (header, split) = self.header();
+        let (header, split) = self.header(hasher_check);
         out.words(header.encode())?;
         if let Some(split) = split {
             out.words(split)?;
@@ -416,35 +395,8 @@ impl<S: BuildHasher> ExpandingFilter<S> {
         out.finish()
     }
 
-    /// The snapshot as bytes (see [`write_to`](ExpandingFilter::write_to)).
-    ///
-    /// # Panics
-    ///
-    /// If called by the writer of a save of this same filter, on the saving thread (it has no
-    /// error to return; see [`write_to`](ExpandingFilter::write_to), which returns one).
-    ///
-    /// ```
-    /// let filter = atomic_cuckoo::ExpandingFilter::builder().capacity(100).build()?;
-    /// let bytes = filter.to_bytes();
-    /// assert_eq!(&bytes[..8], b"ATCUXPND");
-    /// assert_eq!(bytes.len(), filter.snapshot_size());
-    /// # Ok::<(), atomic_cuckoo::BuildError>(())
-    /// ```
-    pub fn to_bytes(&self) -> Vec<u8> {
-        // Writing to a Vec never fails: the one error is a save inside this filter's own.
-        self.snapshot_bytes().unwrap_or_else(|_| Nested.panic())
-    }
-
-    /// The snapshot as bytes, or the `Deadlock` error of a save inside a save of the same
-    /// filter (for `Serialize`, which has an error to return).
-    pub(crate) fn snapshot_bytes(&self) -> io::Result<Vec<u8>> {
-        let mut bytes = Vec::with_capacity(self.snapshot_size());
-        self.write_to(&mut bytes)?;
-        Ok(bytes)
-    }
-
     /// Bytes a snapshot of the filter takes now (it grows when the filter doubles).
-    pub fn snapshot_size(&self) -> usize {
+    pub(crate) fn snapshot_size(&self) -> usize {
         let doublings = self.doublings_now();
         // (The flag may already be the next doubling's: read it only past the first.)
         let bitmap = if doublings > 0 && self.is_doubling() {
@@ -461,76 +413,18 @@ impl<S: BuildHasher> ExpandingFilter<S> {
         8 * (HEADER_WORDS + bitmap + segments + 1)
     }
 
-    /// Restores a snapshot written by [`write_to`](ExpandingFilter::write_to) with a filter
-    /// that used `hasher` (the same type and seeds: otherwise
-    /// [`PersistError::HasherMismatch`]).
-    ///
-    /// Reads exactly the snapshot's bytes: bytes after it stay in `reader`. Memory grows with
-    /// the data actually read, so a header that claims a huge table costs nothing unless the
-    /// data is there.
-    ///
-    /// # Errors
-    ///
-    /// A [`PersistError`] saying what is wrong: [`Io`](PersistError::Io) from `reader`,
-    /// [`Truncated`](PersistError::Truncated),
-    /// [`OtherFilterType`](PersistError::OtherFilterType) (a `CuckooFilter` snapshot),
-    /// [`BadMagic`](PersistError::BadMagic) (no snapshot at all),
-    /// [`UnsupportedVersion`](PersistError::UnsupportedVersion),
-    /// an invalid parameter or count, [`ChecksumMismatch`](PersistError::ChecksumMismatch),
-    /// [`HasherMismatch`](PersistError::HasherMismatch) or
-    /// [`AllocationFailed`](PersistError::AllocationFailed).
-    ///
-    /// ```
-    /// use atomic_cuckoo::{DefaultHashBuilder, ExpandingFilter};
-    ///
-    /// let mut filter = ExpandingFilter::builder().capacity(100).build()?;
-    /// filter.insert(&7u8)?;
-    /// let bytes = filter.to_bytes();
-    /// let restored = ExpandingFilter::read_from_with_hasher(&bytes[..], DefaultHashBuilder)?;
-    /// assert!(restored.contains(&7u8));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn read_from_with_hasher<R: Read>(reader: R, hasher: S) -> Result<Self, PersistError> {
-        Self::read_snapshot(WordReader::new(reader, Allocation::AsDataArrives), hasher)
-    }
-
-    /// Restores a snapshot from bytes that hold exactly one snapshot (see
-    /// [`read_from_with_hasher`](ExpandingFilter::read_from_with_hasher)). The length is
-    /// checked against the header before any table memory is allocated.
-    ///
-    /// # Errors
-    ///
-    /// As [`read_from_with_hasher`](ExpandingFilter::read_from_with_hasher), and
-    /// [`TrailingBytes`](PersistError::TrailingBytes) when `bytes` goes on after the snapshot
-    /// (a header that gives a shorter length than the bytes hold fails the checksum instead:
-    /// [`ChecksumMismatch`](PersistError::ChecksumMismatch)).
-    ///
-    /// ```
-    /// use atomic_cuckoo::{DefaultHashBuilder, ExpandingFilter};
-    ///
-    /// let filter = ExpandingFilter::builder().capacity(100).build()?;
-    /// let bytes = filter.to_bytes();
-    /// let restored = ExpandingFilter::from_bytes_with_hasher(&bytes, DefaultHashBuilder)?;
-    /// assert_eq!(restored.buckets(), filter.buckets());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn from_bytes_with_hasher(bytes: &[u8], hasher: S) -> Result<Self, PersistError> {
-        let expected = expected_len(bytes)?;
-        match bytes.len().cmp(&expected) {
-            std::cmp::Ordering::Less => Err(PersistError::Truncated),
-            std::cmp::Ordering::Greater => Err(longer_than_expected(bytes, expected)),
-            // Every segment's words are known to be there: allocate each one once.
-            std::cmp::Ordering::Equal => {
-                Self::read_snapshot(WordReader::new(bytes, Allocation::Upfront), hasher)
-            }
-        }
-    }
-
     /// Reads a snapshot: the header (checked before anything is allocated), the hasher check,
     /// the bitmap and segments, the checksum, and then every lane and count.
-    fn read_snapshot<R: Read>(mut input: WordReader<R>, hasher: S) -> Result<Self, PersistError> {
-        let header = Header::decode(&input.array::<HEADER_WORDS>()?)?;
-        if header.hasher_check != hasher_check(&hasher) {
+    ///
+    /// `first` are the snapshot's first words, read by the caller to find its magic.
+    pub(crate) fn read<R: Read>(
+        first: [u64; FIRST_WORDS],
+        mut input: WordReader<R>,
+        hasher_check: u64,
+        huge_pages: bool,
+    ) -> Result<Self, PersistError> {
+        let header = Header::decode(&header_words(first, &input.array()?))?;
+        if header.hasher_check != hasher_check {
             return Err(PersistError::HasherMismatch);
         }
         let split = match header.bitmap_words() {
@@ -572,7 +466,7 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             }
             None => None,
         };
-        let table = Table::from_segments(header.base, header.width, header.max_doublings, segments);
+        let table = Table::from_segments(header.base, header.width, huge_pages, segments);
         let tail_bits = header.width - 1 - ANCHOR_BITS;
         let counts = count_lanes(&table, header.doublings, splitting.as_ref(), tail_bits)?;
         if counts.occupied != header.occupied {
@@ -598,13 +492,12 @@ impl<S: BuildHasher> ExpandingFilter<S> {
             )),
             None => None,
         };
-        Ok(ExpandingFilter::from_parts(Parts {
+        Ok(Doubling::from_parts(Parts {
             keys: KeyMap::new(header.base),
             table,
-            max_doublings: header.max_doublings,
+            planned: header.max_doublings,
             tail_bits,
             target: header.rate,
-            hasher,
             doublings: header.doublings,
             splitting,
             totals: Totals {
@@ -638,64 +531,20 @@ fn unsplit_bitmap(saved: &SavedSplit, old: u64) -> Result<BucketWords, PersistEr
     Ok(bitmap)
 }
 
-impl ExpandingFilter {
-    /// Restores a snapshot made with the default hasher (see
-    /// [`read_from_with_hasher`](ExpandingFilter::read_from_with_hasher)). Bytes after the
-    /// snapshot are not an error, and stay in `reader`.
-    ///
-    /// # Errors
-    ///
-    /// As [`read_from_with_hasher`](ExpandingFilter::read_from_with_hasher).
-    ///
-    /// ```
-    /// use atomic_cuckoo::{CuckooFilter, ExpandingFilter, PersistError};
-    ///
-    /// let mut filter = ExpandingFilter::builder().capacity(100).build()?;
-    /// filter.insert(&7u8)?;
-    /// let bytes = filter.to_bytes();
-    /// assert!(ExpandingFilter::read_from(&bytes[..])?.contains(&7u8));
-    /// assert!(matches!(
-    ///     ExpandingFilter::read_from(&bytes[..bytes.len() - 1]),
-    ///     Err(PersistError::Truncated)
-    /// ));
-    /// // The formats are told apart by their magic bytes: the error names the right type.
-    /// assert!(matches!(
-    ///     CuckooFilter::read_from(&bytes[..]),
-    ///     Err(PersistError::OtherFilterType { written_by: "ExpandingFilter", .. })
-    /// ));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn read_from<R: Read>(reader: R) -> Result<Self, PersistError> {
-        Self::read_from_with_hasher(reader, DefaultHashBuilder)
-    }
-
-    /// Restores a snapshot made with the default hasher from exactly its bytes: bytes after it
-    /// are [`PersistError::TrailingBytes`].
-    ///
-    /// # Errors
-    ///
-    /// As [`from_bytes_with_hasher`](ExpandingFilter::from_bytes_with_hasher).
-    ///
-    /// ```
-    /// use atomic_cuckoo::{ExpandingFilter, PersistError};
-    ///
-    /// let filter = ExpandingFilter::builder().capacity(100).build()?;
-    /// let mut bytes = filter.to_bytes();
-    /// assert_eq!(ExpandingFilter::from_bytes(&bytes)?.capacity(), filter.capacity());
-    /// bytes.push(0);
-    /// assert!(matches!(
-    ///     ExpandingFilter::from_bytes(&bytes),
-    ///     Err(PersistError::TrailingBytes { extra: 1 })
-    /// ));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn from_bytes(bytes: &[u8]) -> Result<Self, PersistError> {
-        Self::from_bytes_with_hasher(bytes, DefaultHashBuilder)
-    }
+/// The header's words: the `first` the caller read, then the `rest`.
+fn header_words(
+    first: [u64; FIRST_WORDS],
+    rest: &[u64; HEADER_WORDS - FIRST_WORDS],
+) -> [u64; HEADER_WORDS] {
+    let mut words = [0; HEADER_WORDS];
+    words[..FIRST_WORDS].copy_from_slice(&first);
+    words[FIRST_WORDS..].copy_from_slice(rest);
+    words
 }
 
-/// The length of the snapshot that `bytes` starts with, from its header alone.
-fn expected_len(bytes: &[u8]) -> Result<usize, PersistError> {
+/// The length of the snapshot that `bytes` starts with (its magic checked by the caller), from
+/// its header alone.
+pub(crate) fn expected_len(bytes: &[u8]) -> Result<usize, PersistError> {
     let head = bytes
         .get(..HEADER_WORDS * 8)
         .ok_or(PersistError::Truncated)?;
@@ -713,51 +562,10 @@ fn expected_len(bytes: &[u8]) -> Result<usize, PersistError> {
         })
 }
 
-/// `serde` support (feature `serde`): a filter serializes as its snapshot bytes, and
-/// deserializing goes through the same validation as [`ExpandingFilter::from_bytes`].
-#[cfg(feature = "serde")]
-mod serde_impl {
-    use std::hash::BuildHasher;
-
-    use serde::{ser, Deserialize, Deserializer, Serialize, Serializer};
-
-    use super::ExpandingFilter;
-    use crate::persist::serde_impl::{deserialize_snapshot, SnapshotBytes};
-    use crate::persist::PersistError;
-
-    impl<S: BuildHasher + Default> SnapshotBytes for ExpandingFilter<S> {
-        const EXPECTING: &'static str = "the bytes of an atomic-cuckoo ExpandingFilter snapshot";
-        type Hasher = S;
-
-        fn from_snapshot(bytes: &[u8], hasher: S) -> Result<Self, PersistError> {
-            ExpandingFilter::from_bytes_with_hasher(bytes, hasher)
-        }
-    }
-
-    #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
-    impl<S: BuildHasher> Serialize for ExpandingFilter<S> {
-        /// As the snapshot's bytes (see [`ExpandingFilter::write_to`]); the serializer's error,
-        /// with the message of `write_to`'s [`Deadlock`](std::io::ErrorKind::Deadlock), when
-        /// called by the writer of a save of the same filter on the saving thread.
-        fn serialize<Ser: Serializer>(&self, serializer: Ser) -> Result<Ser::Ok, Ser::Error> {
-            let bytes = self.snapshot_bytes().map_err(ser::Error::custom)?;
-            serializer.serialize_bytes(&bytes)
-        }
-    }
-
-    /// Deserializes with `S::default()` as the hasher; a snapshot made with another hasher
-    /// (or other seeds) is refused, as in [`ExpandingFilter::from_bytes_with_hasher`].
-    #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
-    impl<'de, S: BuildHasher + Default> Deserialize<'de> for ExpandingFilter<S> {
-        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-            deserialize_snapshot(deserializer)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::growth::width::PLANNED_DOUBLINGS;
 
     fn header() -> Header {
         Header {
@@ -777,22 +585,18 @@ mod tests {
 
     #[test]
     fn a_header_decodes_to_what_was_encoded() {
-        let filter = ExpandingFilter::builder().capacity(1000).build().unwrap();
+        let filter = super::super::build(1000, 0.01, PLANNED_DOUBLINGS, false).unwrap();
         let mut h = header();
         h.width = filter.lane_bits();
-        h.max_doublings = filter.max_doublings();
+        h.max_doublings = filter.planned_doublings();
         assert_eq!(Header::decode(&h.encode()).unwrap(), h);
     }
 
     #[test]
     fn a_header_whose_table_size_overflows_is_refused() {
-        let filter = ExpandingFilter::builder()
-            .capacity(1000)
-            .max_doublings(MAX_DOUBLINGS)
-            .build()
-            .unwrap();
+        let filter = super::super::build(1000, 0.01, MAX_DOUBLINGS, false).unwrap();
         let mut h = header();
-        (h.width, h.max_doublings) = (filter.lane_bits(), filter.max_doublings());
+        (h.width, h.max_doublings) = (filter.lane_bits(), filter.planned_doublings());
         (h.base, h.doublings) = (MAX_BASE, MAX_DOUBLINGS);
         assert!(matches!(
             Header::decode(&h.encode()),

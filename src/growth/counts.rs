@@ -55,7 +55,7 @@ pub(super) struct Counts {
 
 impl Counts {
     /// Counters holding `totals` (all in the first shard).
-    pub fn new(totals: &Totals) -> Self {
+    pub(crate) fn new(totals: &Totals) -> Self {
         let counts = Counts {
             shards: (0..SHARDS).map(|_| CachePadded::default()).collect(),
             estimate: CachePadded::default(),
@@ -66,7 +66,7 @@ impl Counts {
 
     /// The shard of a writer that holds stripe `stripe`.
     #[inline]
-    pub fn shard_for(&self, stripe: usize) -> usize {
+    pub(crate) fn shard_for(&self, stripe: usize) -> usize {
         #[cfg(not(loom))]
         {
             let _ = stripe;
@@ -83,7 +83,7 @@ impl Counts {
     /// Adds `items` items, and `lanes` lanes in use (`±1`) holding entries of `tail` bits, to
     /// shard `shard`. The caller holds a stripe.
     #[inline]
-    pub fn add(&self, shard: usize, items: i64, lanes: i64, tail: u32) {
+    pub(crate) fn add(&self, shard: usize, items: i64, lanes: i64, tail: u32) {
         debug_assert!(lanes.abs() == 1);
         let shard = &self.shards[shard];
         // Relaxed: independent counters, summed exactly only while writers are held back
@@ -103,7 +103,7 @@ impl Counts {
     /// Whether the lanes in use are at least `limit`: from the estimate when that is far
     /// enough below, else from every shard. Exact while no writer runs.
     #[inline]
-    pub fn occupied_at_least(&self, limit: u64) -> bool {
+    pub(crate) fn occupied_at_least(&self, limit: u64) -> bool {
         // Relaxed: a load-limit check, approximate while writers run.
         let estimate = self.estimate.load(Ordering::Relaxed) as i64;
         let slack = SHARDS as i64 * FLUSH;
@@ -114,7 +114,7 @@ impl Counts {
     }
 
     /// Lanes in use, summed over the shards (exact while no writer runs).
-    pub fn occupied(&self) -> u64 {
+    pub(crate) fn occupied(&self) -> u64 {
         self.shards.iter().fold(0u64, |sum, shard| {
             // Relaxed: approximate while writers run.
             sum.wrapping_add(shard.occupied.load(Ordering::Relaxed))
@@ -123,7 +123,7 @@ impl Counts {
 
     /// Items, summed over the shards ("negative" sums, from removes of items never inserted,
     /// read as 0).
-    pub fn items(&self) -> usize {
+    pub(crate) fn items(&self) -> usize {
         let items = self.shards.iter().fold(0u64, |sum, shard| {
             // Relaxed: statistics, exact once writers are done.
             sum.wrapping_add(shard.items.load(Ordering::Relaxed))
@@ -132,7 +132,7 @@ impl Counts {
     }
 
     /// Every counter, summed over the shards.
-    pub fn totals(&self) -> Totals {
+    pub(crate) fn totals(&self) -> Totals {
         let mut totals = Totals::default();
         for shard in self.shards.iter() {
             // Relaxed: statistics, exact once writers are done.
@@ -148,7 +148,7 @@ impl Counts {
 
     /// Sets the counters to `totals` (in the first shard). Only while no writer runs (the
     /// caller's exclusive access or freeze).
-    pub fn reset(&self, totals: &Totals) {
+    pub(crate) fn reset(&self, totals: &Totals) {
         for (i, shard) in self.shards.iter().enumerate() {
             let value = |total: u64| if i == 0 { total } else { 0 };
             // Relaxed: no writer runs (see above).
@@ -166,7 +166,7 @@ impl Counts {
     /// Counts every entry as split by a doubling just begun: each loses a tail bit, and one
     /// with none left becomes two (lanes included). No entry has more than `tail_bits` tail
     /// bits, so the counts above stay zero. Only while no writer runs (a freeze).
-    pub fn split_all(&self, tail_bits: u32) {
+    pub(crate) fn split_all(&self, tail_bits: u32) {
         for shard in self.shards.iter() {
             // Relaxed: no writer runs (the freeze).
             let tails = &shard.by_tail[..=tail_bits as usize];
@@ -199,7 +199,7 @@ impl Counts {
     }
 
     /// Bytes the counters take.
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         self.shards.len() * std::mem::size_of::<CachePadded<Shard>>()
             + std::mem::size_of::<CachePadded<AtomicU64>>()
     }
