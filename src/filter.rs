@@ -68,6 +68,9 @@ pub struct CuckooFilter<S = DefaultHashBuilder> {
 }
 
 /// What a filter is made of: one table of fixed size, or one that doubles in place.
+// The growable body is about 1.3 KiB (its key maps and padded counters) inline: boxing it would
+// put one more dependent load before every lookup's buckets.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Body {
     Fixed(Fixed),
     Growable(Doubling),

@@ -156,16 +156,6 @@ impl Nesting {
     }
 }
 
-/// An item's place in one level, as [`KeyMapper::narrow`] derives it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Narrowed {
-    /// The primary bucket.
-    pub(crate) a: usize,
-    /// The alternate of `a`.
-    pub(crate) b: usize,
-    pub(crate) fingerprint: u64,
-}
-
 /// Maps hashes to buckets and fingerprints for one level (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct KeyMapper {
@@ -186,8 +176,6 @@ impl KeyMapper {
     /// The mapper of a level; `nesting` must be valid (see [`Nesting::is_valid`]).
     pub(crate) fn new(nesting: Nesting) -> Self {
         debug_assert!(nesting.is_valid(), "{nesting:?}");
-        #[cfg(loom_mutant = "unnested_levels")]
-        let nesting = Nesting::flat(nesting.buckets, nesting.bits);
         let ratio = (nesting.buckets / nesting.base_buckets) as u64;
         KeyMapper {
             buckets: nesting.buckets as u64,
@@ -226,21 +214,6 @@ impl KeyMapper {
             return self.base_alternate(bucket as u64, mixed) as usize;
         }
         self.nested_alternate(bucket, fingerprint)
-    }
-
-    /// An item's primary bucket, other bucket and fingerprint in this level, from those in
-    /// `newer`, a level of the same filter at least as large and as wide (module docs: an
-    /// older level's primary and alternate are the newer ones with low digits dropped, its
-    /// fingerprint a truncation). A few shifts instead of a key and an alternate per level.
-    #[inline]
-    pub(crate) fn narrow(&self, newer: &KeyMapper, buckets: (usize, usize), fp: u64) -> Narrowed {
-        let digits = newer.digit_bits - self.digit_bits;
-        let top = fp >> (self.fingerprint_shift - newer.fingerprint_shift);
-        Narrowed {
-            a: buckets.0 >> digits,
-            b: buckets.1 >> digits,
-            fingerprint: top | u64::from(top == 0),
-        }
     }
 
     /// `alt_j` of a level that is a power-of-two multiple of level 0 (module docs).
@@ -422,49 +395,6 @@ mod tests {
                 collisions += 1;
             }
             assert_eq!(collisions, 200_000);
-        }
-    }
-
-    /// `narrow` gives exactly what each older level's own `key` and `alternate` give.
-    #[test]
-    fn narrowing_the_newest_key_gives_every_older_levels_key() {
-        let mut state = 0xC0FFEE_u64;
-        for (base, widths) in [
-            (2usize, vec![4u32, 4, 8, 8, 12]),
-            (10, vec![8, 8, 8, 8]),
-            (1000, vec![12, 16, 16, 16, 16, 16, 16, 16, 16, 16]),
-            (1000, vec![8, 12, 16, 21, 32]),
-            (1 << 20, vec![12, 12]),
-        ] {
-            let mappers: Vec<KeyMapper> = (0..widths.len() as u32)
-                .map(|d| nested(base, widths[0], d, widths[d as usize]))
-                .collect();
-            let newest = mappers.last().unwrap();
-            for _ in 0..100_000 {
-                state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-                let h = (state ^ (state >> 29)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                // Now and then a hash whose low word truncates to fingerprint 0 in some level.
-                let h = if h.is_multiple_of(7) {
-                    h & !0xFFFF_FFF0
-                } else {
-                    h
-                };
-                let k = newest.key(h);
-                let pair = (k.primary, newest.alternate(k.primary, k.fingerprint));
-                for (level, m) in mappers.iter().enumerate() {
-                    let own = m.key(h);
-                    let want = Narrowed {
-                        a: own.primary,
-                        b: m.alternate(own.primary, own.fingerprint),
-                        fingerprint: own.fingerprint,
-                    };
-                    assert_eq!(
-                        m.narrow(newest, pair, k.fingerprint),
-                        want,
-                        "base={base} widths={widths:?} level={level} h={h:#x}"
-                    );
-                }
-            }
         }
     }
 

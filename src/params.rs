@@ -119,16 +119,6 @@ pub(crate) fn items_for(buckets: usize, layout: &BucketLayout) -> usize {
     items
 }
 
-/// Buckets that hold `items` items of `layout` at exactly the sizing load (an even number),
-/// without the spare buckets of [`buckets_for`]; `None` past `MAX_BUCKETS`.
-pub(crate) fn buckets_at_sizing_load(items: usize, layout: &BucketLayout) -> Option<usize> {
-    let buckets = (items as f64 / items_per_bucket(layout))
-        .ceil()
-        .max(MIN_BUCKETS as f64);
-    let even = buckets + buckets % 2.0;
-    (even <= MAX_BUCKETS as f64).then_some(even as usize)
-}
-
 /// Fewest lock stripes (unless the table has fewer buckets).
 const MIN_STRIPES: usize = 16;
 /// Most lock stripes: 64 KiB of stripes, small enough to stay in cache for readers.

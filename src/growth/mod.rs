@@ -510,11 +510,6 @@ impl Doubling {
         self.counts.items()
     }
 
-    /// Whether no item is stored.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Items the table takes before its next doubling.
     pub(crate) fn capacity(&self) -> usize {
         let totals = self.totals();
@@ -537,13 +532,6 @@ impl Doubling {
         self.counts.totals()
     }
 
-    /// Lanes in use over all lanes: items, and the copies doublings made of entries with no
-    /// tail bit left. The table doubles at 0.95.
-    pub(crate) fn load_factor(&self) -> f64 {
-        let buckets = self.table.buckets(self.doublings_now());
-        self.occupied() as f64 / (buckets * LANES) as f64
-    }
-
     /// Makes the table resident now (`Builder::prefault`): the first table's buckets, before
     /// any insert touches them.
     pub(crate) fn fault_in(&mut self) {
@@ -557,6 +545,7 @@ impl Doubling {
 
     /// The doublings the lane width keeps the target rate for (at least what the builder
     /// planned). The table doubles past them, and its rate then rises slowly.
+    #[cfg(test)]
     pub(crate) fn planned_doublings(&self) -> u32 {
         self.planned
     }

@@ -64,7 +64,7 @@ const fn access_code(access: Access) -> u8 {
         Access::General => GENERAL,
     }
 }
-use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{AtomicU64, Ordering};
 
 pub(crate) use crate::cuckoo_path::{NoRoom, Placed};
 #[cfg(all(test, not(loom)))]
@@ -153,11 +153,6 @@ pub(crate) struct Table {
     words: BucketWords,
     stripes: StripeSet,
     limits: Limits,
-    /// Set once the table was found empty under its freeze and retired: no writer stores into it
-    /// again, and lookups skip it (see `release_if_empty`). Cleared only with exclusive access.
-    released: AtomicBool,
-    /// Bytes of the words given back to the OS when the table was released.
-    given_back: AtomicUsize,
 }
 
 impl Table {
@@ -185,8 +180,6 @@ impl Table {
             words: BucketWords::zeroed(words, huge_pages)?,
             stripes: StripeSet::grouped(shape.stripes, stripe_group_shift(&layout)),
             limits,
-            released: AtomicBool::new(false),
-            given_back: AtomicUsize::new(0),
         })
     }
 
@@ -225,8 +218,6 @@ impl Table {
             words,
             stripes,
             limits,
-            released: AtomicBool::new(false),
-            given_back: AtomicUsize::new(0),
         }
     }
 
@@ -261,11 +252,6 @@ impl Table {
         self.mapper.key(hash)
     }
 
-    #[inline]
-    pub(crate) fn mapper(&self) -> &KeyMapper {
-        &self.mapper
-    }
-
     /// Total slots.
     pub(crate) fn slots(&self) -> usize {
         self.shape.buckets * self.layout.slots() as usize
@@ -281,92 +267,9 @@ impl Table {
         self.stripes.items()
     }
 
-    /// Bytes of memory held by the table: its words, less what a release gave back to the OS,
-    /// and its stripes.
+    /// Bytes of memory held by the table: its words and its stripes.
     pub(crate) fn heap_bytes(&self) -> usize {
-        // Relaxed: a statistic; `given_back` is stored once, by the release.
-        let given_back = self.given_back.load(Ordering::Relaxed);
-        std::mem::size_of_val(&*self.words) - given_back + self.stripes.count() * 16
-    }
-
-    /// Whether the table was released (see `release_if_empty`), for a lookup or a remove, which
-    /// may skip it: it is empty and stays so.
-    #[inline]
-    pub(crate) fn is_released(&self) -> bool {
-        // Relaxed: skipping needs no ordering. A released table held no item when it was
-        // released and never holds one again, so it has nothing to find, whenever the flag is
-        // seen; a reader that does not see the flag yet reads the table as before.
-        self.released.load(Ordering::Relaxed)
-    }
-
-    /// Whether a writer holding stripes of this table (admitted past the freeze gate) must
-    /// store nothing, because the table was released: it retries at the newest level.
-    #[inline]
-    pub(crate) fn released_for_writers(&self) -> bool {
-        if cfg!(loom_mutant = "release_ignores_writers") {
-            return false;
-        }
-        // Acquire: pairs with the Release store in `release_if_empty`, so a writer that finds
-        // the table released also sees a level count at least the releaser's, in which this
-        // table is not the newest: its retry goes to a newer level. (The flag itself is
-        // already ordered for a writer that waited at the freeze's gate: `Gate::open` is a
-        // Release store after it, and `writer_admitted` reads the gate with Acquire.)
-        self.released.load(Ordering::Acquire)
-    }
-
-    /// Releases the table if it is empty: freezes it (writers wait, lookups go on), checks that
-    /// every word is zero, and if so marks it released before the freeze is lifted, then gives
-    /// its memory back to the OS where it can (see `BucketWords::give_back`). Returns whether
-    /// it was released (now or before).
-    ///
-    /// The caller serializes freezes (see `StripeSet::freeze`) and must never release the
-    /// newest level of its filter, the one inserts go to.
-    ///
-    /// Why no item can ever be stored in a released table: every store of an insert happens
-    /// under the item's stripes, after `writer_admitted` and after `released_for_writers` (both
-    /// in `try_place_as`). A writer that held a stripe before the freeze took it finished
-    /// before the check (the freeze waits for it, and its Acquire lock makes its stores
-    /// visible): the check sees what it stored and keeps the table. A writer that takes a
-    /// stripe after the freeze passed it finds the gate closed and waits; the gate opens (a
-    /// Release store) after the flag was stored, so the writer, reading the gate with Acquire,
-    /// then finds the flag and stores nothing. A move (a cuckoo path's hop) stores only what it
-    /// finds in its source lane, and a released table has none; a remove only clears lanes.
-    pub(crate) fn release_if_empty(&self) -> bool {
-        if self.is_released() {
-            return true;
-        }
-        if cfg!(loom_mutant = "release_without_freeze") {
-            // The zero check without the freeze: a writer past its flag check may store
-            // after the check.
-            // Relaxed: the mutant's point is the missing freeze.
-            if self.words.iter().any(|w| w.load(Ordering::Relaxed) != 0) {
-                return false;
-            }
-            self.released.store(true, Ordering::Release);
-            return true;
-        }
-        let frozen = self.freeze();
-        if self.frozen_words(&frozen).any(|w| w != 0) {
-            return false;
-        }
-        // The counters' sum is 0 once every lane is empty; reset them so that no transient
-        // "negative" split (see `Stripe::items`) outlives the table's last writer.
-        self.stripes.reset_items(Some(&frozen));
-        // Release: see `released_for_writers`; stored before the gate opens (the guard's drop).
-        self.released.store(true, Ordering::Release);
-        drop(frozen);
-        let given_back = self.words.give_back();
-        // Relaxed: a statistic (see `heap_bytes`).
-        self.given_back.store(given_back, Ordering::Relaxed);
-        true
-    }
-
-    /// Makes a released table an ordinary empty one again (it becomes the newest level of its
-    /// filter, see `Levels::shrink_to_fit`). Exclusive access: no writer is in flight.
-    pub(crate) fn unrelease(&mut self) {
-        // Relaxed: `&mut self`; the exclusive borrow's end orders these for later users.
-        self.released.store(false, Ordering::Relaxed);
-        self.given_back.store(0, Ordering::Relaxed);
+        std::mem::size_of_val(&*self.words) + self.stripes.count() * 16
     }
 
     /// Items the table is sized for (see `params::items_for`): at least what it was built for.
@@ -382,13 +285,9 @@ impl Table {
     /// Release store after the sweep.
     pub(crate) fn clear_frozen(&self, frozen: &FreezeGuard<'_>) {
         debug_assert!(frozen.freezes(&self.stripes), "another table's freeze");
-        // A released table is all zeros already, and stays released: storing its zeros would
-        // take back the memory its release gave away.
-        if !self.is_released() {
-            for w in self.words.iter() {
-                // Relaxed: see above.
-                w.store(0, Ordering::Relaxed);
-            }
+        for w in self.words.iter() {
+            // Relaxed: see above.
+            w.store(0, Ordering::Relaxed);
         }
         self.stripes.reset_items(Some(frozen));
     }
@@ -401,13 +300,9 @@ impl Table {
         huge_pages: bool,
     ) -> Result<Table, AllocationFailed> {
         let words = BucketWords::zeroed(self.words.len(), huge_pages)?;
-        // A released table is all zeros, as the new words are: copying them would only take
-        // memory (the copy is an ordinary empty table).
-        if !self.is_released() {
-            for (to, from) in words.iter().zip(self.frozen_words(frozen)) {
-                // Relaxed: the copy is not shared until it is returned.
-                to.store(from, Ordering::Relaxed);
-            }
+        for (to, from) in words.iter().zip(self.frozen_words(frozen)) {
+            // Relaxed: the copy is not shared until it is returned.
+            to.store(from, Ordering::Relaxed);
         }
         Ok(Table::from_words(
             self.shape,
@@ -415,57 +310,6 @@ impl Table {
             self.len(),
             self.limits,
         ))
-    }
-
-    /// A copy of this table with every fingerprint truncated to `bits`, from the first level's
-    /// width up to this table's own: each fingerprint stays in its bucket, which is still one
-    /// of its item's two. The alternate bucket depends on the fingerprint only through its
-    /// first-level truncation (see `hashing`), which the narrower fingerprint still has; and
-    /// the narrower fingerprint is the one a key of that width gives (`KeyMapper::key`), 0
-    /// becoming 1 the same way. Exclusive access: no writer is in flight.
-    ///
-    /// Every bucket keeps its lanes: a width no wider has at least as many lanes per bucket.
-    pub(crate) fn narrowed(
-        &mut self,
-        bits: u32,
-        huge_pages: bool,
-    ) -> Result<Table, AllocationFailed> {
-        let shape = TableShape { bits, ..self.shape };
-        debug_assert!(shape.base_bits <= bits && bits <= self.shape.bits);
-        debug_assert!(shape.nesting().is_valid());
-        let layout = shape
-            .bucket_layout()
-            .expect("the first level's width and every width above it are valid");
-        let words = layout
-            .words_for(shape.buckets)
-            .ok_or(AllocationFailed { bytes: usize::MAX })?;
-        let words = BucketWords::zeroed(words, huge_pages)?;
-        let shift = self.shape.bits - bits;
-        let empty = layout.bucket_at([0; 3], 0);
-        for bucket in 0..shape.buckets {
-            // Relaxed: `&mut self`; the new words are not shared until returned.
-            let old = self.load(bucket, Ordering::Relaxed);
-            let mut new = empty;
-            for position in self.layout.positions() {
-                let fp = self.layout.lane(&old, position);
-                if fp != 0 {
-                    let lane = layout
-                        .first_empty(&new)
-                        .expect("a narrower bucket has as many lanes");
-                    new = layout.with_lane(new, lane, (fp >> shift).max(1));
-                }
-            }
-            let (first, at) = layout.locate(bucket);
-            for (word, mask) in words[first..]
-                .iter()
-                .zip(layout.change_masks(&empty, &new, at))
-            {
-                if mask != 0 {
-                    word.fetch_xor(mask, Ordering::Relaxed);
-                }
-            }
-        }
-        Ok(Table::from_words(shape, words, self.len(), self.limits))
     }
 
     /// The two buckets of a key (equal when the fingerprint maps the bucket onto itself).

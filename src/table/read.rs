@@ -2,7 +2,7 @@
 
 use super::{Table, GENERAL, SORTED64, STRADDLING, WITHIN, WORD};
 use crate::bucket_layout::{Access, Bucket};
-use crate::hashing::{ItemKey, Narrowed};
+use crate::hashing::ItemKey;
 use crate::optimistic_read::{retry_read, Lookup};
 use crate::stripe::Stripe;
 use crate::sync::Ordering;
@@ -11,31 +11,6 @@ use crate::sync::Ordering;
 type PairAt = ((usize, u32), (usize, u32));
 
 impl Table {
-    /// The first half of a seqlock read, for a lookup over several levels at once: the
-    /// stripe version of `at.a`, then both words (Acquire, as in `lookup_contended`). Returns
-    /// the version and the words, to be tested with `holds_fingerprint`: a hit needs no
-    /// validation (a lane only ever holds the fingerprint of an item in the filter). `at` must
-    /// be a key's bucket pair in this table, primary first.
-    #[inline]
-    pub(crate) fn begin_read(&self, at: Narrowed) -> (u64, (Bucket, Bucket)) {
-        let begun = self.read_begin(at.a, at.b);
-        (begun, self.load_pair(at.a, at.b))
-    }
-
-    /// Whether either of two words that `begin_read` returned holds `at`'s fingerprint.
-    #[inline]
-    pub(crate) fn holds_fingerprint(&self, words: (Bucket, Bucket), at: Narrowed) -> bool {
-        self.holds_either(words, at.fingerprint)
-    }
-
-    /// The second half: whether no writer touched the stripe of `at.a` since `begin_read`
-    /// returned `begun`, so its miss is proven (its loads were Acquire, see
-    /// `Stripe::read_validate`).
-    #[inline]
-    pub(crate) fn miss_proven(&self, at: Narrowed, begun: u64) -> bool {
-        cfg!(loom_mutant = "levels_unvalidated_miss") || self.read_validate(at.a, at.b, begun)
-    }
-
     /// Starts the seqlock read of a key's buckets `a` (its primary) and `b`: the version of
     /// `a`'s stripe, or, where a miss needs both (`misses_need_both_stripes`), one value for the
     /// versions of both stripes (odd while either is held).
@@ -213,24 +188,6 @@ impl Table {
             self.reprobe(a, fp).then_some((Lookup::Present, n + 1))
         });
         answer.unwrap_or((Lookup::Unproven, self.limits.read_attempts))
-    }
-
-    /// Whether either of the key's buckets holds its fingerprint, proven: a lookup, and when
-    /// that stays unproven (it kept colliding with writers), a look under the pair's stripes.
-    /// For `insert_unique`, which must not take "maybe" for "present".
-    pub(crate) fn holds(&self, key: ItemKey) -> bool {
-        match self.lookup(key) {
-            Lookup::Present => true,
-            Lookup::Absent => false,
-            Lookup::Unproven if cfg!(loom_mutant = "unique_trusts_unproven") => true,
-            Lookup::Unproven => {
-                let (a, b) = self.buckets_of(key);
-                let _guard = self.stripes.lock_pair_to_read(a, b);
-                // Relaxed: we hold both stripes, and the lock's Acquire made the last writes
-                // visible.
-                self.count_in(a, b, key.fingerprint, Ordering::Relaxed) > 0
-            }
-        }
     }
 
     /// Copies of the fingerprint in the key's buckets (counted once if both are one bucket).

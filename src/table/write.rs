@@ -5,7 +5,6 @@ use super::{Table, GENERAL, SORTED64, STRADDLING, WITHIN, WORD};
 use crate::bucket_layout::Access;
 use crate::cuckoo_path::{NoRoom, Placed};
 use crate::hashing::ItemKey;
-use crate::stripe::PairGuard;
 use crate::sync::Ordering;
 
 /// What an item's two buckets hold, as `Table::pair_state` saw them.
@@ -53,24 +52,6 @@ impl<F: Fn() -> bool + Copy> Uniqueness for Unique<F> {
     }
 }
 
-/// The stripes of one item's two buckets, held: exclusive access to the item's fingerprint.
-pub(crate) struct ItemLock<'t> {
-    table: &'t Table,
-    key: ItemKey,
-    _guard: PairGuard<'t>,
-}
-
-impl ItemLock<'_> {
-    /// Whether either bucket holds the item's fingerprint.
-    pub(crate) fn holds(&self) -> bool {
-        let (a, b) = self.table.buckets_of(self.key);
-        let (table, fp) = (self.table, self.key.fingerprint);
-        // Relaxed: we hold both stripes, and the lock's Acquire made the last writes visible.
-        table.layout.holds(&table.load(a, Ordering::Relaxed), fp)
-            || table.layout.holds(&table.load(b, Ordering::Relaxed), fp)
-    }
-}
-
 impl Table {
     /// Inserts a copy of the key's fingerprint (or, with `unique`, only if none is there).
     ///
@@ -109,16 +90,6 @@ impl Table {
         Err(NoRoom)
     }
 
-    /// Locks the stripes of the key's two buckets.
-    pub(crate) fn lock_item(&self, key: ItemKey) -> ItemLock<'_> {
-        let (a, b) = self.buckets_of(key);
-        ItemLock {
-            table: self,
-            key,
-            _guard: self.stripes.lock_pair(a, b),
-        }
-    }
-
     /// Stores `fp` in the emptier of its two buckets, under both stripes (a table whose
     /// layout's access is `A`).
     #[inline(always)]
@@ -130,12 +101,6 @@ impl Table {
         mode: U,
     ) -> Option<Placed> {
         let guard = self.stripes.lock_pair(a, b);
-        // After the gate (`lock_pair`), before any store: see `release_if_empty`.
-        // Released: it is no longer its filter's newest level, and was found empty; insert
-        // into the newest level instead.
-        if self.released_for_writers() {
-            return Some(Placed::Retry);
-        }
         // Relaxed: we hold both stripes, and the lock's Acquire made the last writes visible.
         let word_a = self.load_as::<A>(a, Ordering::Relaxed);
         let word_b = self.load_as::<A>(b, Ordering::Relaxed);
