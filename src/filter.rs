@@ -30,9 +30,9 @@ use crate::table::BATCH;
 ///   state.
 /// - **Multiset.** [`insert`](CuckooFilter::insert) stores one more copy every time; use
 ///   [`insert_unique`](CuckooFilter::insert_unique) for set semantics. One item can be stored at
-///   most `2 × slots per bucket` times per level (its two buckets hold nothing else then); past
-///   that, `insert` returns [`InsertError::ItemBucketsFull`], and a growing filter does not add
-///   a level for it (a hot key cannot take all memory).
+///   most `2 × slots per bucket` times (its two buckets hold nothing else then); past that,
+///   `insert` returns [`InsertError::ItemBucketsFull`], and a growable filter does not double
+///   for it (a hot key cannot take all memory).
 /// - **False deletes.** [`remove`](CuckooFilter::remove) removes one copy of the item's
 ///   fingerprint. Removing an item that was never inserted may remove the fingerprint of another
 ///   item that collides with it, which can then no longer be found. Only remove what you

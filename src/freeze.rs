@@ -21,12 +21,10 @@
 //!   returns an `io::Error` of kind [`Deadlock`](std::io::ErrorKind::Deadlock) (`Serialize`:
 //!   the serializer's error, carrying its message). Never a hang, never an empty snapshot.
 //! - An operation that has no error to return panics with [`NESTED`]: `to_bytes`, `clone`,
-//!   `clear`, `ExpandingFilter::finish_doubling` (whose splits would wait for the freeze);
+//!   `clear`, `CuckooFilter::finish_doubling` (whose splits would wait for the freeze);
 //!   each documents it under `# Panics`. It panics before it changes anything, and the panic
 //!   unwinds through the destination and the outer save, which releases its freeze: the filter
 //!   is unchanged and usable.
-//! - `CuckooFilter::release_empty_levels`, which may always release nothing, releases nothing
-//!   and returns 0.
 //! - Other filters, and the same filter on other threads, are unaffected: a save's destination
 //!   may save, clone or clear another filter, and another thread's save of the same filter
 //!   waits for this one as any writer does.

@@ -127,8 +127,8 @@ const MAX_STRIPES: usize = 4096;
 /// 0.07 bits per item in a `CuckooFilter`).
 const BUCKETS_PER_STRIPE: usize = 256;
 
-/// Lock stripes for a table of `buckets` buckets, for every filter type: a level of a
-/// `CuckooFilter`, the largest table an `ExpandingFilter` may double into, a RedisBloom
+/// Lock stripes for a table of `buckets` buckets, for every filter type: a fixed
+/// `CuckooFilter`'s table, the largest table a growable one may double into, a RedisBloom
 /// sub-filter. A power of two, one per 256 buckets or fewer, within
 /// `MIN_STRIPES..=MAX_STRIPES` (one per bucket in a table of fewer than 16). At a million
 /// items that is 512 stripes; from 1M buckets (about 4M items) up, 4096. Writers on different

@@ -207,7 +207,7 @@ struct LaneCounts {
     /// Lanes once every old bucket of a doubling in progress is split (exhausted entries
     /// count twice there): the filter's `occupied`.
     occupied: u64,
-    /// Entries by tail length, counted as `ExpandingFilter::double` counts them.
+    /// Entries by tail length, counted as `Doubling::double` counts them.
     by_tail: [u64; 32],
 }
 

@@ -1,6 +1,5 @@
 //! `serde` support (feature `serde`): a filter serializes as its snapshot bytes, and
-//! deserializing goes through the same validation as [`CuckooFilter::from_bytes`] (or
-//! [`ExpandingFilter::from_bytes`](crate::ExpandingFilter::from_bytes)).
+//! deserializing goes through the same validation as [`CuckooFilter::from_bytes`].
 
 use std::fmt;
 use std::hash::BuildHasher;
