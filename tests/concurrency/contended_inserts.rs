@@ -4,7 +4,7 @@
 //! An insert that finds both buckets full searches a cuckoo path and executes it one locked move
 //! at a time; a concurrent writer can invalidate the path, and the insert then searches again, a
 //! bounded number of times. Under contention that bound must not turn into `Full` well below
-//! capacity (or, for a growing filter, into an early growth).
+//! capacity (or, for a growable filter, into an early doubling).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
@@ -28,23 +28,23 @@ struct Failure {
     growing: bool,
     errors: usize,
     first: (usize, InsertError),
-    levels: usize,
+    doublings: u32,
 }
 
 /// `THREADS` threads insert disjoint keys, together 90 % of the item capacity `items`, into a
-/// fresh filter (fixed, and growing by 2); every insert must succeed and the growing filter
-/// must not grow. Returns the failures of all repetitions.
+/// fresh filter (fixed, and growable); every insert must succeed and the growable filter
+/// must not double. Returns the failures of all repetitions.
 fn fill_concurrently(items: usize, seed: u64) -> Vec<Failure> {
     let total = items * 9 / 10;
     let per_thread = total / THREADS;
     let mut failures = Vec::new();
     for repetition in 0..REPETITIONS {
         for growing in [false, true] {
-            let mut builder = CuckooFilter::builder().capacity(items);
-            if growing {
-                builder = builder.expansion(2);
-            }
-            let filter = builder.build().unwrap();
+            let filter = CuckooFilter::builder()
+                .capacity(items)
+                .growable(growing)
+                .build()
+                .unwrap();
             let keys = common::distinct_keys(seed ^ repetition, per_thread * THREADS);
             let barrier = Barrier::new(THREADS);
             let stop = AtomicBool::new(false);
@@ -81,8 +81,8 @@ fn fill_concurrently(items: usize, seed: u64) -> Vec<Failure> {
                 stop.store(true, Ordering::Relaxed);
                 errors
             });
-            let levels = filter.levels();
-            if !errors.is_empty() || levels != 1 {
+            let doublings = filter.doublings();
+            if !errors.is_empty() || doublings != 0 {
                 failures.push(Failure {
                     repetition,
                     growing,
@@ -92,7 +92,7 @@ fn fill_concurrently(items: usize, seed: u64) -> Vec<Failure> {
                         .min_by_key(|e| e.0)
                         .copied()
                         .unwrap_or((0, InsertError::Full)),
-                    levels,
+                    doublings,
                 });
             }
             // Nothing that was stored is lost.
@@ -116,19 +116,19 @@ fn assert_no_spurious_failures(items: usize, seed: u64) {
     assert!(
         failures.is_empty(),
         "capacity {items}: {} of {} fills to 90 % failed; first: repetition {}, {} filter, {} \
-         failed inserts (first {:?} at {} items stored), {} levels",
+         failed inserts (first {:?} at {} items stored), {} doublings",
         failures.len(),
         2 * REPETITIONS,
         failures[0].repetition,
         if failures[0].growing {
-            "growing"
+            "growable"
         } else {
             "fixed"
         },
         failures[0].errors,
         failures[0].first.1,
         failures[0].first.0,
-        failures[0].levels
+        failures[0].doublings
     );
 }
 

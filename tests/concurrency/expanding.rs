@@ -1,5 +1,5 @@
-//! `ExpandingFilter` shared by threads (`&self` writes through an `Arc` or a scope), on tiny
-//! tables that double, split and kick all the time.
+//! A growable `CuckooFilter` shared by threads (`&self` writes through an `Arc` or a scope),
+//! on tiny tables that double, split and kick all the time.
 //!
 //! The oracle is a "published" state per item: a writer marks an item inserted only after its
 //! `insert` returned `Ok` (Release), and marks it "removing" before it calls `remove`; a reader
@@ -10,15 +10,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use atomic_cuckoo::{ExpandingFilter, InsertError};
+use atomic_cuckoo::{CuckooFilter, InsertError};
 
 use crate::common::{distinct_keys, seed, HeldWriter, Rng};
 
-fn tiny(capacity: usize, rate: f64, max_doublings: u32) -> ExpandingFilter {
-    ExpandingFilter::builder()
+fn tiny(capacity: usize, rate: f64) -> CuckooFilter {
+    CuckooFilter::builder()
         .capacity(capacity)
         .false_positive_rate(rate)
-        .max_doublings(max_doublings)
+        .growable(true)
         .build()
         .unwrap()
 }
@@ -73,7 +73,7 @@ fn rounds_for(millis: u64, mut round: impl FnMut(u64)) -> u64 {
 /// Inserts a fresh item: `true` if stored, `false` if refused with `ItemBucketsFull` (which
 /// the docs allow for any item: a tiny table below half its doubling load whose kick walk
 /// found no room refuses rather than grows). Any other error panics.
-fn insert_fresh(filter: &ExpandingFilter, item: u64) -> bool {
+fn insert_fresh(filter: &CuckooFilter, item: u64) -> bool {
     match filter.insert(&item) {
         Ok(()) => true,
         Err(InsertError::ItemBucketsFull) => false,
@@ -90,8 +90,8 @@ const REMOVED: u8 = 3;
 /// Checks what a filter's counters say against its lanes, after every writer joined: a
 /// snapshot must restore (the restore recounts every lane and checks the counts), and the
 /// restored filter and a clone must report the same length, load and rate, and find `present`.
-fn assert_counts_match_lanes(at: &str, filter: &ExpandingFilter, present: &[u64]) {
-    let restored = ExpandingFilter::from_bytes(&filter.to_bytes())
+fn assert_counts_match_lanes(at: &str, filter: &CuckooFilter, present: &[u64]) {
+    let restored = CuckooFilter::from_bytes(&filter.to_bytes())
         .unwrap_or_else(|e| panic!("{at}: a snapshot taken after the threads joined: {e}"));
     let clone = filter.clone();
     for (what, copy) in [("restored", &restored), ("clone", &clone)] {
@@ -116,7 +116,7 @@ fn assert_counts_match_lanes(at: &str, filter: &ExpandingFilter, present: &[u64]
 
 /// One churn run: what its threads saw.
 struct Churn<'a> {
-    filter: &'a ExpandingFilter,
+    filter: &'a CuckooFilter,
     keys: Vec<u64>,
     state: Vec<AtomicU8>,
     /// Items inserted before the threads start, never removed.
@@ -146,8 +146,6 @@ struct Mix {
     finish: u64,
     /// Percent of steps that insert the hot key (shared by every writer) again.
     hot: u64,
-    /// Whether `MaxDoublingsReached` is an expected outcome.
-    may_fill: bool,
     /// Whether writers add their keys with `insert_unique` (`Ok(false)`: not published).
     unique: bool,
 }
@@ -155,7 +153,7 @@ struct Mix {
 const HOT_KEY: u64 = 0xdead_beef_cafe_f00d;
 
 impl<'a> Churn<'a> {
-    fn new(filter: &'a ExpandingFilter, seed: u64, items: usize, stable: usize) -> Self {
+    fn new(filter: &'a CuckooFilter, seed: u64, items: usize, stable: usize) -> Self {
         let mut keys = distinct_keys(seed, items + stable);
         keys.retain(|&k| k != HOT_KEY);
         let mut stable = keys.split_off(items.min(keys.len()));
@@ -164,7 +162,7 @@ impl<'a> Churn<'a> {
     }
 
     /// A run over `keys` on a filter that holds exactly `stable` already.
-    fn with_stable(filter: &'a ExpandingFilter, keys: Vec<u64>, stable: Vec<u64>) -> Self {
+    fn with_stable(filter: &'a CuckooFilter, keys: Vec<u64>, stable: Vec<u64>) -> Self {
         let state = keys.iter().map(|_| AtomicU8::new(ABSENT)).collect();
         Churn {
             filter,
@@ -215,9 +213,6 @@ impl<'a> Churn<'a> {
                     // Distinct keys whose entries equal others' (narrow lanes) look like copies.
                     self.refused.fetch_add(1, Ordering::Relaxed);
                 }
-                Err(InsertError::MaxDoublingsReached { .. }) if mix.may_fill => {
-                    self.refused.fetch_add(1, Ordering::Relaxed);
-                }
                 Err(e) => self.fail(format!("insert of item {i}: {e}")),
             }
             if rng.below(100) < mix.hot {
@@ -228,7 +223,6 @@ impl<'a> Churn<'a> {
                     Err(InsertError::ItemBucketsFull) => {
                         self.hot_refused.fetch_add(1, Ordering::Relaxed);
                     }
-                    Err(InsertError::MaxDoublingsReached { .. }) if mix.may_fill => {}
                     Err(e) => self.fail(format!("insert of the hot key: {e}")),
                 }
             }
@@ -371,14 +365,13 @@ fn inserts_through_doublings_are_never_missed_by_readers() {
         remove: 0,
         finish: 1,
         hot: 0,
-        may_fill: false,
         unique: false,
     };
     let configs = [(1, 0.01, 3_000), (4, 0.3, 4_000), (10, 0.01, 10_000)];
     let rounds = rounds_for(2_000, |round| {
         let (capacity, rate, items) = configs[round as usize % configs.len()];
         let seed = seed.wrapping_add(round);
-        let filter = tiny(capacity, rate, 14);
+        let filter = tiny(capacity, rate);
         let churn = Churn::new(&filter, seed, items, 16);
         let at = format!("round {round}, capacity {capacity}, rate {rate}");
         churn.run(&at, seed, 3, 2, mix);
@@ -399,14 +392,13 @@ fn removes_of_own_items_never_hide_other_items_while_the_table_doubles() {
         remove: 40,
         finish: 1,
         hot: 0,
-        may_fill: false,
         unique: false,
     };
     let configs = [(2, 0.3, 6_000), (8, 0.05, 6_000), (1, 0.01, 4_000)];
     let rounds = rounds_for(2_000, |round| {
         let (capacity, rate, items) = configs[round as usize % configs.len()];
         let seed = seed.wrapping_add(round);
-        let filter = tiny(capacity, rate, 14);
+        let filter = tiny(capacity, rate);
         let churn = Churn::new(&filter, seed, items, 64);
         // Two to six writers (more threads than cores: preemption anywhere), half of the
         // rounds adding with `insert_unique`.
@@ -436,7 +428,6 @@ fn a_refused_hot_key_loses_no_other_item() {
         remove: 10,
         finish: 1,
         hot: 30,
-        may_fill: false,
         unique: false,
     };
     let configs = [(2, 0.3), (16, 0.01)];
@@ -444,7 +435,7 @@ fn a_refused_hot_key_loses_no_other_item() {
     let rounds = rounds_for(1_500, |round| {
         let (capacity, rate) = configs[round as usize % configs.len()];
         let seed = seed.wrapping_add(round);
-        let filter = tiny(capacity, rate, 14);
+        let filter = tiny(capacity, rate);
         let churn = Churn::new(&filter, seed, 4_000, 16);
         let at = format!("round {round}, capacity {capacity}, rate {rate}");
         churn.run(&at, seed, 3, 2, mix);
@@ -471,42 +462,6 @@ fn a_refused_hot_key_loses_no_other_item() {
     assert!(refused > 0, "the hot key was never refused");
 }
 
-/// A filter that may double only as often as its lane width allows (asked for none) fills
-/// up: inserts past that point fail with `MaxDoublingsReached` (or `ItemBucketsFull`) after
-/// long failed kick walks, while other writers keep inserting and removing. Every item stored
-/// before a failed insert stays stored. Round after round for 1.5 s.
-#[test]
-fn inserts_refused_by_a_full_table_lose_nothing() {
-    let _serial = one_at_a_time();
-    let seed = seed("inserts_refused_by_a_full_table_lose_nothing");
-    let mix = Mix {
-        remove: 35,
-        finish: 2,
-        hot: 0,
-        may_fill: true,
-        unique: false,
-    };
-    let configs = [(40, 0.3), (64, 0.01), (8, 0.3)];
-    let rounds = rounds_for(1_500, |round| {
-        let (capacity, rate) = configs[round as usize % configs.len()];
-        let seed = seed.wrapping_add(round);
-        let filter = tiny(capacity, rate, 0);
-        let items = (filter.capacity() << filter.max_doublings()) * 6;
-        let churn = Churn::new(&filter, seed, items, 8);
-        let at = format!(
-            "round {round}, capacity {capacity}, rate {rate}, max_doublings {}",
-            filter.max_doublings()
-        );
-        churn.run(&at, seed, 3, 2, mix);
-        assert_eq!(filter.doublings(), filter.max_doublings(), "{at}");
-        assert!(
-            churn.refused.load(Ordering::Relaxed) > 0,
-            "{at}: no insert was refused"
-        );
-    });
-    println!("{rounds} rounds");
-}
-
 /// Threads race `insert_unique` over the same keys while the table doubles: each key is added
 /// by at most one of them (exactly one unless a lane already matched it: a false positive,
 /// rare at this rate, or the insert was refused), and `len` counts the adds.
@@ -526,7 +481,7 @@ fn racing_insert_unique_adds_each_key_at_most_once_through_doublings() {
     let rounds = rounds_for(1_500, |round| {
         let capacity = [1, 6][round as usize % 2];
         let seed = seed.wrapping_add(round);
-        let filter = tiny(capacity, 0.0001, 12);
+        let filter = tiny(capacity, 0.0001);
         let keys = distinct_keys(seed, 3_000);
         let barrier = Barrier::new(threads);
         let results: Vec<Vec<Option<bool>>> = std::thread::scope(|s| {
@@ -603,7 +558,7 @@ fn insert_unique_of_one_key_by_racing_threads_has_exactly_one_winner() {
     let mut rng = Rng::new(seed);
     let barrier = Barrier::new(threads);
     let rounds = rounds_for(1_000, |round| {
-        let filter = tiny(1 + round as usize % 3, 0.0001, 12);
+        let filter = tiny(1 + round as usize % 3, 0.0001);
         // Fill it to just below (or at) its doubling load, so that the racing insert doubles.
         let fill = filter.capacity() - (round as usize % 2);
         for _ in 0..fill {
@@ -644,13 +599,12 @@ fn snapshots_and_clones_taken_under_load_hold_every_finished_insert() {
         remove: 20,
         finish: 1,
         hot: 0,
-        may_fill: false,
         unique: false,
     };
     let saves = AtomicUsize::new(0);
     let rounds = rounds_for(2_000, |round| {
         let seed = seed.wrapping_add(round);
-        let filter = tiny(1 + round as usize % 4, [0.05, 0.3][round as usize % 2], 16);
+        let filter = tiny(1 + round as usize % 4, [0.05, 0.3][round as usize % 2]);
         let churn = Churn::new(&filter, seed, 20_000, 16);
         let writers = 3;
         churn.writing.store(writers, Ordering::Relaxed);
@@ -676,7 +630,7 @@ fn snapshots_and_clones_taken_under_load_hold_every_finished_insert() {
 }
 
 /// Saves and clones `filter` until `churn`'s writers are done, checking each copy.
-fn save_while_writing(filter: &ExpandingFilter, churn: &Churn, seed: u64, saves: &AtomicUsize) {
+fn save_while_writing(filter: &CuckooFilter, churn: &Churn, seed: u64, saves: &AtomicUsize) {
     let mut round = 0u64;
     while churn.writing.load(Ordering::Acquire) > 0 {
         round += 1;
@@ -688,13 +642,13 @@ fn save_while_writing(filter: &ExpandingFilter, churn: &Churn, seed: u64, saves:
             0 => ("clone", filter.clone()),
             1 => (
                 "to_bytes",
-                ExpandingFilter::from_bytes(&filter.to_bytes())
+                CuckooFilter::from_bytes(&filter.to_bytes())
                     .unwrap_or_else(|e| panic!("seed {seed}: a snapshot under load: {e}")),
             ),
             _ => {
                 let mut bytes = Vec::new();
                 filter.write_to(&mut bytes).unwrap();
-                let copy = ExpandingFilter::read_from(&bytes[..])
+                let copy = CuckooFilter::read_from(&bytes[..])
                     .unwrap_or_else(|e| panic!("seed {seed}: a snapshot under load: {e}"));
                 ("write_to", copy)
             }
@@ -733,13 +687,12 @@ fn copies_made_mid_doubling_keep_every_item_under_threads() {
         remove: 25,
         finish: 0,
         hot: 0,
-        may_fill: false,
         unique: false,
     };
     let rounds = rounds_for(1_500, |round| {
         let seed = seed.wrapping_add(round);
         let mut rng = Rng::new(seed);
-        let source = tiny(1 + round as usize % 5, [0.01, 0.3][round as usize % 2], 14);
+        let source = tiny(1 + round as usize % 5, [0.01, 0.3][round as usize % 2]);
         // Grow it until a doubling is in progress with some buckets split.
         let mut stored = Vec::new();
         while source.doublings() < 4 + round as u32 % 3 || !source.is_doubling() {
@@ -751,7 +704,7 @@ fn copies_made_mid_doubling_keep_every_item_under_threads() {
         let copy = if round % 2 == 0 {
             source.clone()
         } else {
-            ExpandingFilter::from_bytes(&source.to_bytes()).unwrap()
+            CuckooFilter::from_bytes(&source.to_bytes()).unwrap()
         };
         assert!(
             copy.is_doubling(),
@@ -774,7 +727,7 @@ fn items_inserted_after_a_clear_are_never_missed() {
     let seed = seed("items_inserted_after_a_clear_are_never_missed");
     let rounds = rounds_for(1_000, |round| {
         let seed = seed.wrapping_add(round);
-        let filter = tiny(1 + round as usize % 4, [0.01, 0.3][round as usize % 2], 14);
+        let filter = tiny(1 + round as usize % 4, [0.01, 0.3][round as usize % 2]);
         let keys = distinct_keys(seed, 20_000);
         // Per item: 0 until inserted, then the clears completed when its insert began, plus 1.
         let epoch: Vec<AtomicUsize> = keys.iter().map(|_| AtomicUsize::new(0)).collect();
@@ -853,7 +806,7 @@ fn items_inserted_after_a_clear_are_never_missed() {
 fn lookups_do_not_wait_for_a_save_in_progress() {
     let _serial = one_at_a_time();
     let seed = seed("lookups_do_not_wait_for_a_save_in_progress");
-    let filter = tiny(4, 0.0001, 12);
+    let filter = tiny(4, 0.0001);
     let keys = distinct_keys(seed, 2_000);
     let (stored, absent) = keys.split_at(1_000);
     for k in stored {
@@ -903,7 +856,7 @@ fn lookups_do_not_wait_for_a_save_in_progress() {
         release.send(()).unwrap();
         let bytes = saver.join().unwrap();
         blocked.join().unwrap();
-        let restored = ExpandingFilter::from_bytes(&bytes).unwrap();
+        let restored = CuckooFilter::from_bytes(&bytes).unwrap();
         assert!(stored.iter().all(|k| restored.contains(k)));
     });
     assert!(filter.contains(&absent[0]));
@@ -992,10 +945,10 @@ mod stall {
 /// then; rounds of 0.5 s for 2.5 s. After the threads join, `len` must be the inserts less the
 /// removes, and a snapshot must restore.
 ///
-/// Failed on 91665df (fixed in 88a065f): `len` ended at 1 or more (up to 100) with every item
-/// removed and 0 lanes in use. `remove` (src/expanding/mod.rs, `let items = if
-/// self.is_empty() { 0 } else { -1 };`) decided whether to count the remove by summing the
-/// per-thread counter shards (`Counts::items`, src/expanding/counts.rs) with Relaxed loads,
+/// An earlier version failed it: `len` ended at 1 or more (up to 100) with every item
+/// removed and 0 lanes in use. `remove` (`let items = if self.is_empty() { 0 } else { -1 };`)
+/// decided whether to count the remove by summing the
+/// per-thread counter shards (`Counts::items`, src/growth/counts.rs) with Relaxed loads,
 /// one shard after the other: not a snapshot. A remover stopped after it read the inserting
 /// thread's shard and before it read the other remover's shard missed the inserts made
 /// meanwhile but saw their removes, summed to <= 0 although its own item was still counted,
@@ -1011,7 +964,7 @@ fn len_counts_every_remove_of_items_inserted_by_other_threads() {
     // remover's.
     let rounds = rounds_for(2_500, |round| {
         let seed = seed.wrapping_add(round);
-        let filter = tiny(64, 0.01, 12);
+        let filter = tiny(64, 0.01);
         let (inserts, removes) = remove_what_another_thread_inserts(&filter, seed, &staller);
         println!(
             "round {round}: {inserts} inserts, {removes} removes, len {}, load {}",
@@ -1035,7 +988,7 @@ fn len_counts_every_remove_of_items_inserted_by_other_threads() {
 /// published, and are stopped for a few microseconds every 50 (see `stall`). Returns the
 /// inserts and the removes.
 fn remove_what_another_thread_inserts(
-    filter: &ExpandingFilter,
+    filter: &CuckooFilter,
     seed: u64,
     staller: &stall::Staller,
 ) -> (usize, usize) {
@@ -1124,11 +1077,11 @@ fn race_against_doublings(
     seed: u64,
     millis: u64,
     threads: usize,
-    make: impl Fn(&mut Rng) -> ExpandingFilter,
+    make: impl Fn(&mut Rng) -> CuckooFilter,
     grow_to: u32,
-    visit: impl Fn(&ExpandingFilter, &mut Rng) + Sync,
+    visit: impl Fn(&CuckooFilter, &mut Rng) + Sync,
 ) -> u64 {
-    let slot: Mutex<Option<Arc<ExpandingFilter>>> = Mutex::new(None);
+    let slot: Mutex<Option<Arc<CuckooFilter>>> = Mutex::new(None);
     let generation = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
     let deadline = Instant::now() + Duration::from_millis(millis);
@@ -1176,9 +1129,9 @@ fn race_against_doublings(
 
 /// A copy of a filter (a clone, or a restored snapshot) made after it doubled and finished
 /// splitting, with its stable items.
-fn doubled_copy_source(seed: u64, capacity: usize) -> (ExpandingFilter, Vec<u64>) {
+fn doubled_copy_source(seed: u64, capacity: usize) -> (CuckooFilter, Vec<u64>) {
     let mut rng = Rng::new(seed);
-    let source = tiny(capacity, 0.01, 20);
+    let source = tiny(capacity, 0.01);
     let mut stable = Vec::new();
     while source.doublings() < 1 {
         let k = rng.next_u64();
@@ -1194,11 +1147,11 @@ fn doubled_copy_source(seed: u64, capacity: usize) -> (ExpandingFilter, Vec<u64>
 /// has doubled and finished splitting begins its next doubling: they must answer (true for
 /// the copied items), not panic.
 ///
-/// Failed on 91665df (fixed in 88a065f) with a panic on the looking-up thread, "a doubling's
-/// bitmap is set before it is published" (src/expanding/mod.rs `is_unsplit`).
-/// `ExpandingFilter::from_parts` (src/expanding/mod.rs) sets `bitmaps[d]` only when the copy
-/// is mid-doubling, so a copy made at `d >= 1` doublings with no split left has no bitmap
-/// `d`. `double` (src/expanding/doubling.rs) stores `splitting = true` (Relaxed) and then
+/// An earlier version failed it with a panic on the looking-up thread, "a doubling's
+/// bitmap is set before it is published" (src/growth/mod.rs `is_unsplit`).
+/// `from_parts` (src/growth/mod.rs) set `bitmaps[d]` only when the copy
+/// was mid-doubling, so a copy made at `d >= 1` doublings with no split left had no bitmap
+/// `d`. `double` (src/growth/doubling.rs) stores `splitting = true` (Relaxed) and then
 /// `doublings = d + 1` (Release). `lookup` reads `doublings` (Acquire) and then `splitting`
 /// (Acquire): nothing stops it from reading the old count `d` with the new flag, and it then
 /// called `lookup_splitting(key, d)` → `is_unsplit(d, ..)` → `bitmaps[d]` empty → panic. (On
@@ -1218,7 +1171,7 @@ fn lookups_racing_a_copys_next_doubling_do_not_panic() {
             if rng.below(2) == 0 {
                 source.clone()
             } else {
-                ExpandingFilter::from_bytes(&bytes).unwrap()
+                CuckooFilter::from_bytes(&bytes).unwrap()
             }
         },
         2,
@@ -1233,13 +1186,13 @@ fn lookups_racing_a_copys_next_doubling_do_not_panic() {
 /// Inserts and removes on other threads while a copy of a filter that has doubled and
 /// finished splitting begins its next doubling.
 ///
-/// Failed on 91665df (fixed in 88a065f), as `lookups_racing_a_copys_next_doubling_do_not_panic`
+/// An earlier version failed it as `lookups_racing_a_copys_next_doubling_do_not_panic`
 /// (the same missing `bitmaps[d]`), through the writers' split hints, and with a wide window:
-/// a kick walk (src/expanding/kicks.rs `walk`) planned at `d` doublings calls `split_at(pos,
+/// a kick walk (src/growth/kicks.rs) planned at `d` doublings calls `split_at(pos,
 /// d)` for each bucket it visits (up to 500); once another thread's doubling `d + 1` is
 /// published, `is_doubling()` is true and `split_at` called `split_old(.., d)` →
 /// `is_unsplit(d, ..)` → panic. `split_next` and `split_buckets_of`
-/// (src/expanding/doubling.rs) could do the same when they read `is_doubling()` and
+/// (src/growth/doubling.rs) could do the same when they read `is_doubling()` and
 /// `doublings_now()` across the publication.
 #[test]
 fn writers_racing_a_copys_next_doubling_do_not_panic() {
@@ -1265,7 +1218,7 @@ fn writers_racing_a_copys_next_doubling_do_not_panic() {
 /// `snapshot_size` (which every `to_bytes` calls first) on other threads while a fresh
 /// filter's first doubling is published.
 ///
-/// Failed on 91665df (fixed in 88a065f): `snapshot_size` (src/expanding/snapshot.rs) read
+/// An earlier version failed it: `snapshot_size` (src/growth/snapshot.rs) read
 /// `doublings_now()` and then `is_doubling()`; between the two loads the first doubling can
 /// be published (`splitting` is stored before `doublings`), so it read 0 doublings and a
 /// doubling in progress, and `doublings - 1` overflowed ("attempt to subtract with overflow"
@@ -1278,7 +1231,7 @@ fn snapshot_size_racing_the_first_doubling_does_not_panic() {
         seed,
         1_500,
         1,
-        |_| tiny(1, 0.01, 12),
+        |_| tiny(1, 0.01),
         1,
         |f, _| {
             let size = f.snapshot_size();
@@ -1307,17 +1260,16 @@ fn distinct_items_are_not_refused_because_other_writers_changed_their_paths() {
     let rounds = rounds_for(3_000, |round| {
         let seed = seed.wrapping_add(round);
         let capacity = 1 + round as usize % 16;
-        // The last: 32-bit lanes, and few doublings (it fills up: `MaxDoublingsReached`).
-        let (rate, max_doublings) = [(0.3, 14), (0.01, 14), (1e-8, 1)][round as usize % 3];
-        let filter = tiny(capacity, rate, max_doublings);
-        widths.insert(filter.lane_bits());
+        // The narrowest lanes (14-bit entries), middle ones, and the widest (31-bit entries).
+        let rate = [0.3, 0.0001, 4e-8][round as usize % 3];
+        let filter = tiny(capacity, rate);
+        widths.insert(filter.fingerprint_bits());
         let keys = distinct_keys(seed, 2_000);
         let barrier = Barrier::new(threads);
-        let full = Mutex::new(Vec::new());
         let refused: Vec<u64> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..threads)
                 .map(|t| {
-                    let (barrier, keys, filter, full) = (&barrier, &keys, &filter, &full);
+                    let (barrier, keys, filter) = (&barrier, &keys, &filter);
                     s.spawn(move || {
                         barrier.wait();
                         let mut refused = Vec::new();
@@ -1325,9 +1277,6 @@ fn distinct_items_are_not_refused_because_other_writers_changed_their_paths() {
                             match filter.insert(key) {
                                 Ok(()) => {}
                                 Err(InsertError::ItemBucketsFull) => refused.push(*key),
-                                Err(InsertError::MaxDoublingsReached { .. }) => {
-                                    full.lock().unwrap().push(*key)
-                                }
                                 Err(e) => panic!("seed={seed}: {key}: {e:?}"),
                             }
                         }
@@ -1341,18 +1290,13 @@ fn distinct_items_are_not_refused_because_other_writers_changed_their_paths() {
                 .collect()
         });
         let at = format!(
-            "seed={seed} capacity {capacity} rate {rate} ({} lane bits)",
-            filter.lane_bits()
+            "seed={seed} capacity {capacity} rate {rate} ({} entry bits)",
+            filter.fingerprint_bits()
         );
-        let full = full.into_inner().unwrap();
-        assert_eq!(
-            filter.len(),
-            keys.len() - refused.len() - full.len(),
-            "{at}: len"
-        );
+        assert_eq!(filter.len(), keys.len() - refused.len(), "{at}: len");
         let lost = keys
             .iter()
-            .filter(|k| !refused.contains(k) && !full.contains(k) && !filter.contains(*k))
+            .filter(|k| !refused.contains(k) && !filter.contains(*k))
             .count();
         assert_eq!(lost, 0, "{at}: stored items lost");
         refusals += refused.len();
@@ -1365,9 +1309,9 @@ fn distinct_items_are_not_refused_because_other_writers_changed_their_paths() {
             }
         }
     });
-    assert!(widths.contains(&32), "no 32-bit lanes: {widths:?}");
+    assert!(widths.contains(&31), "no 31-bit entries: {widths:?}");
     println!(
-        "{rounds} rounds, lane bits {widths:?}, {refusals} refusals, {} spurious",
+        "{rounds} rounds, entry bits {widths:?}, {refusals} refusals, {} spurious",
         spurious.len()
     );
     assert!(

@@ -1,4 +1,4 @@
-//! `insert_unique` under contention on a grown filter: `Ok(false)` must mean "(maybe) present",
+//! `insert_unique` under contention on a doubled filter: `Ok(false)` must mean "(maybe) present",
 //! never "a lookup gave up".
 //!
 //! A lookup that keeps colliding with writers answers "maybe present" after a bounded number of
@@ -7,11 +7,11 @@
 //! two racing callers of the same item can then both be refused.
 //!
 //! The churn below makes such collisions likely: more threads than cores (so writers are
-//! descheduled while holding a stripe), 32-bit fingerprints (so a real collision between two of
-//! the items is a ~1e-6 event per run, and `count` tells a real copy from a refusal), and removes
-//! in the older levels of a grown filter, which `insert_unique` checks with lookups. The older
-//! levels are small, so they have few stripes. Two more threads only sleep and wake up, which
-//! preempts the workers at random points, often while one holds a stripe.
+//! descheduled while holding a stripe), the widest lanes a growable filter takes (31-bit
+//! entries, so a real collision between two of the items is a ~1e-4 event per run, and `count`
+//! tells a real copy from a refusal), and removes of the items stored before the table's
+//! doublings, next to the `insert_unique` lookups. Two more threads only sleep and wake up,
+//! which preempts the workers at random points, often while one holds a stripe.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Barrier;
@@ -24,8 +24,7 @@ use crate::common;
 
 /// Churning threads per round (the CI machine has 2 cores: oversubscribed on purpose).
 const CHURNERS: usize = 6;
-/// Items inserted before the churn: levels of 1,000, 2,000, 4,000 and 8,000 items, and a few
-/// in a fifth level.
+/// Items inserted before the churn: enough for a filter built for 1,000 to double four times.
 const PREFILL: u64 = 16_000;
 /// Rounds, each on a fresh filter.
 const ROUNDS: u64 = 100;
@@ -69,19 +68,20 @@ fn fresh_index(thread: usize, n: u64) -> u64 {
     PREFILL + ((thread as u64 + 1) << 40) + n
 }
 
-/// A grown filter holding the prefill keys; they were inserted in index order, so low indices
-/// are in the oldest (smallest) levels.
+/// A doubled growable filter with the widest lanes, holding the prefill keys; they were
+/// inserted in index order, so low indices have seen the most doublings.
 fn grown_filter(seed: u64) -> CuckooFilter {
     let filter = CuckooFilter::builder()
         .capacity(1_000)
-        .expansion(2)
-        .fingerprint_bits(32)
+        .false_positive_rate(4e-8)
+        .growable(true)
         .build()
         .unwrap();
+    assert_eq!(filter.fingerprint_bits(), 31, "the widest lanes");
     for i in 0..PREFILL {
         filter.insert(&key(seed, i)).unwrap();
     }
-    assert!(filter.levels() >= 4, "{} levels", filter.levels());
+    assert!(filter.doublings() >= 4, "{} doublings", filter.doublings());
     filter
 }
 
@@ -95,7 +95,7 @@ struct Tally {
 }
 
 /// One churning thread: removes its share of the prefill in index order (so every thread works
-/// in the oldest levels at the same time) and `insert_unique`s one fresh item per remove; the
+/// on the oldest entries at the same time) and `insert_unique`s one fresh item per remove; the
 /// fresh items it added join the back of its queue.
 fn churn(filter: &CuckooFilter, seed: u64, thread: usize, threads: usize) -> Tally {
     let mut queue: std::collections::VecDeque<u64> = (0..PREFILL)
@@ -203,7 +203,7 @@ fn two_racing_insert_unique_calls_of_the_same_item_add_it_exactly_once_under_con
                         let (filter, barrier, keys, progress) =
                             (&filter, &barrier, &pair_keys[t / 2], &progress);
                         s.spawn(move || {
-                            // Its share of the prefill, oldest levels first.
+                            // Its share of the prefill, oldest entries first.
                             let prefill = (0..PREFILL).filter(|i| *i as usize % threads == t);
                             let partner = &progress[t ^ 1];
                             let mut added = Vec::with_capacity(keys.len());
@@ -268,7 +268,7 @@ fn two_racing_insert_unique_calls_of_the_same_item_add_it_exactly_once_under_con
 // ------------------------------------------------------------- CuckooSet on tiny tables
 
 /// Four threads race `CuckooSet::insert` of the same items on tiny tables (capacity 8 to 64,
-/// every layout, fixed and growing, filled to capacity and past it when growing): each item
+/// every layout fixed, and growable, filled to capacity and past it when growable): each item
 /// gets at most one `Ok(true)`, exactly one unless some thread was refused (`Full` under
 /// contention), and `len` is the number of winners, each stored once.
 #[test]
@@ -283,20 +283,18 @@ fn racing_set_inserts_on_tiny_tables_have_one_winner_per_item_and_len_counts_win
         .take(40)
         .enumerate()
     {
-        let layout = [Layout::Packed, Layout::Compact, Layout::OneWord][round % 3];
-        let expansion = if round % 2 == 0 { 0 } else { 2 };
-        let set: CuckooSet<u64> = CuckooFilter::builder()
-            .capacity(capacity)
-            .fingerprint_bits(32)
-            .expansion(expansion)
-            .layout(layout)
-            .build_set()
-            .unwrap();
-        let n = if expansion == 0 {
-            capacity
+        let growable = round % 2 == 1;
+        let builder = CuckooFilter::builder().capacity(capacity);
+        let set: CuckooSet<u64> = if growable {
+            // The widest lanes: 31-bit entries.
+            builder.false_positive_rate(4e-8).growable(true)
         } else {
-            4 * capacity
-        };
+            let layout = [Layout::Packed, Layout::Compact, Layout::OneWord][round / 2 % 3];
+            builder.fingerprint_bits(32).layout(layout)
+        }
+        .build_set()
+        .unwrap();
+        let n = if growable { 4 * capacity } else { capacity };
         let keys = common::distinct_keys(seed ^ round as u64, n);
         let results = race_set_inserts(&set, &keys, THREADS);
         let mut winners = 0;
@@ -334,7 +332,7 @@ fn racing_set_inserts_on_tiny_tables_have_one_winner_per_item_and_len_counts_win
 }
 
 /// `insert_many_unique` of the same items from two threads while two others insert and remove
-/// other items in the same tiny growing table: the two calls' counts add up to the number of
+/// other items in the same tiny growable table: the two calls' counts add up to the number of
 /// items, each item is stored once, and every churned item removes.
 #[test]
 fn racing_insert_many_unique_and_removes_add_each_item_once() {
@@ -342,8 +340,8 @@ fn racing_insert_many_unique_and_removes_add_each_item_once() {
     for round in 0..100u64 {
         let filter = CuckooFilter::builder()
             .capacity(16)
-            .expansion(2)
-            .fingerprint_bits(32)
+            .false_positive_rate(4e-8)
+            .growable(true)
             .build()
             .unwrap();
         let keys = common::keys_with_distinct_fingerprints(&[seed ^ round, !(seed ^ round)], 300);
@@ -377,25 +375,33 @@ fn racing_insert_many_unique_and_removes_add_each_item_once() {
     }
 }
 
-/// As above with narrow fingerprints (4, 8 bits), where distinct items of a tiny table often
-/// share an entry: an item may then be refused as present by every thread, but never added
-/// twice, and `len` is still the number of `Ok(true)` answers.
+/// As above with narrow fingerprints (4, 8 bits, fixed tables) and a growable filter's
+/// narrowest lanes (14-bit entries), where distinct items of a tiny table may share an entry:
+/// an item may then be refused as present by every thread, but never added twice, and `len` is
+/// still the number of `Ok(true)` answers.
 #[test]
 fn racing_set_inserts_with_narrow_fingerprints_never_add_an_item_twice() {
     use atomic_cuckoo::{CuckooSet, Layout};
     let seed = common::seed("racing set inserts, narrow fingerprints");
     const THREADS: usize = 4;
     for round in 0..200usize {
-        let bits = [4, 8][round % 2];
-        let layout = [Layout::Packed, Layout::Compact, Layout::OneWord][round % 3];
-        let set: CuckooSet<u64> = CuckooFilter::builder()
-            .capacity(8 << (round % 4))
-            .fingerprint_bits(bits)
-            .expansion(2)
-            .layout(layout)
-            .build_set()
-            .unwrap();
-        let keys = common::distinct_keys(seed ^ round as u64, 3 * set.capacity());
+        // 0: a growable filter, which takes three times its first capacity.
+        let bits = [4, 8, 0][round % 3];
+        let layout = [Layout::Packed, Layout::Compact, Layout::OneWord][round / 3 % 3];
+        let builder = CuckooFilter::builder().capacity(8 << (round % 4));
+        let set: CuckooSet<u64> = if bits == 0 {
+            builder.false_positive_rate(0.3).growable(true)
+        } else {
+            builder.fingerprint_bits(bits).layout(layout)
+        }
+        .build_set()
+        .unwrap();
+        let n = if bits == 0 {
+            3 * set.capacity()
+        } else {
+            set.capacity()
+        };
+        let keys = common::distinct_keys(seed ^ round as u64, n);
         let results = race_set_inserts(&set, &keys, THREADS);
         let mut winners = 0;
         for (i, k) in keys.iter().enumerate() {

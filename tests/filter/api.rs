@@ -214,11 +214,14 @@ fn the_target_rate_is_kept_and_survives_a_snapshot() {
     let grown = CuckooFilter::builder()
         .capacity(100)
         .false_positive_rate(0.05)
-        .expansion(2)
+        .growable(true)
         .build()
         .unwrap();
     grown.insert_many(0..1_000u32).unwrap();
+    assert!(grown.doublings() > 0);
     assert_eq!(grown.target_false_positive_rate(), Some(0.05));
+    let restored = CuckooFilter::from_bytes(&grown.to_bytes()).unwrap();
+    assert_eq!(restored.target_false_positive_rate(), Some(0.05));
     let by_width = CuckooFilter::builder().fingerprint_bits(9).build().unwrap();
     assert_eq!(by_width.target_false_positive_rate(), None);
 }

@@ -11,15 +11,19 @@ use crate::common;
 #[test]
 fn contains_many_agrees_with_contains_at_every_batch_boundary() {
     let seed = common::seed("contains_many");
-    for expansion in [0, 2] {
-        let filter = CuckooFilter::builder()
-            .capacity(2_000)
-            .fingerprint_bits(8) // many false positives, so those must agree too
-            .expansion(expansion)
-            .build()
-            .unwrap();
+    for growable in [false, true] {
+        // Many false positives, so those must agree too: 8-bit fingerprints, and a growable
+        // filter's narrowest entries doubling past their planned doublings.
+        let builder = CuckooFilter::builder().capacity(2_000);
+        let filter = if growable {
+            builder.capacity(10).false_positive_rate(0.3).growable(true)
+        } else {
+            builder.fingerprint_bits(8)
+        }
+        .build()
+        .unwrap();
         let keys = common::distinct_keys(seed, 6_000);
-        let stored = if expansion == 0 { 1_900 } else { 5_000 };
+        let stored = if growable { 5_000 } else { 1_900 };
         filter.insert_many(&keys[..stored]).unwrap();
         let mut found = vec![true; 3]; // cleared by the call
         for len in [0usize, 1, 63, 64, 65, 127, 128, 129, 1_000, 6_000] {
@@ -27,7 +31,7 @@ fn contains_many_agrees_with_contains_at_every_batch_boundary() {
             filter.contains_many(probe, &mut found);
             assert_eq!(found.len(), len);
             for (k, &f) in probe.iter().zip(&found) {
-                assert_eq!(f, filter.contains(k), "expansion={expansion} len={len}");
+                assert_eq!(f, filter.contains(k), "growable={growable} len={len}");
             }
         }
         filter.contains_many(&keys[..stored], &mut found);
@@ -57,14 +61,15 @@ fn insert_many_reports_the_first_item_that_does_not_fit() {
     assert!(keys[..index].iter().all(|k| filter.contains(k)));
     assert!(err.to_string().contains(&index.to_string()));
     assert!(std::error::Error::source(&err).is_some());
-    // Everything fits in a growing filter.
+    // Everything fits in a growable filter.
     let growing = CuckooFilter::builder()
         .capacity(100)
-        .expansion(2)
+        .growable(true)
         .build()
         .unwrap();
     growing.insert_many(&keys).unwrap();
     assert_eq!(growing.len(), keys.len());
+    assert!(growing.doublings() >= 5);
     assert!(growing.insert_many(std::iter::empty::<u64>()).is_ok());
 }
 

@@ -3,7 +3,6 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use crate::format_model::Snapshot;
 use atomic_cuckoo::{BuildError, Builder, CuckooFilter, InsertError};
 
 fn describe(p: Box<dyn std::any::Any + Send>) -> String {
@@ -37,8 +36,8 @@ fn exercise(b: Builder, inserts: u64, max_bytes: usize) -> Result<String, String
             let _ = f.count(&i);
         }
         format!(
-            "{end}; levels={} len={} memory={}",
-            f.levels(),
+            "{end}; doublings={} len={} memory={}",
+            f.doublings(),
             f.len(),
             f.memory_usage()
         )
@@ -51,113 +50,76 @@ fn b() -> Builder {
 }
 
 #[test]
-fn extreme_expansions_and_capacities_never_panic() {
+fn extreme_capacities_and_rates_never_panic() {
     let cases: Vec<(&str, Builder, u64)> = vec![
         (
-            "expansion u32::MAX, capacity 1",
-            b().capacity(1).expansion(u32::MAX),
-            200,
-        ),
-        (
-            "expansion u32::MAX, capacity 1, 64 levels",
-            b().capacity(1).expansion(u32::MAX).max_levels(64),
-            200,
-        ),
-        (
-            "expansion u32::MAX, capacity 1000, 2 levels",
-            b().capacity(1000)
-                .expansion(u32::MAX)
-                .max_levels(2)
-                .fingerprint_bits(32),
-            3000,
-        ),
-        (
-            "expansion 2^16, 64 levels",
-            b().capacity(3).expansion(1 << 16).max_levels(64),
-            100_000,
-        ),
-        (
-            "expansion 2^31, 64 levels, 4-bit",
-            b().capacity(1)
-                .expansion(1 << 31)
-                .max_levels(64)
-                .fingerprint_bits(4),
-            200,
-        ),
-        (
-            "expansion 1000, 64 levels, rate 1e-6",
-            b().capacity(2)
-                .expansion(1000)
-                .max_levels(64)
-                .false_positive_rate(1e-6),
+            "capacity 1, growable",
+            b().capacity(1).growable(true),
             50_000,
         ),
         (
-            "capacity 1, expansion 1, 64 levels",
-            b().capacity(1).expansion(1).max_levels(64),
-            1000,
+            "capacity 1, growable, the widest lanes",
+            b().capacity(1).growable(true).false_positive_rate(4e-8),
+            50_000,
         ),
         (
-            "capacity 1, expansion 1, 64 levels, 32-bit",
-            b().capacity(1)
-                .expansion(1)
-                .max_levels(64)
-                .fingerprint_bits(32),
-            1000,
+            "capacity 2, growable, rate 1e-6",
+            b().capacity(2).growable(true).false_positive_rate(1e-6),
+            50_000,
         ),
-        ("capacity 1, no growth", b().capacity(1), 100),
+        ("capacity 1, fixed", b().capacity(1), 100),
         (
-            "capacity 1, max_levels 1 with expansion",
-            b().capacity(1).expansion(2).max_levels(1),
+            "capacity 1, fixed, 4-bit",
+            b().capacity(1).fingerprint_bits(4),
             100,
         ),
         (
-            "capacity usize::MAX, growth",
-            b().capacity(usize::MAX).expansion(2),
+            "capacity 1, fixed, 32-bit",
+            b().capacity(1).fingerprint_bits(32),
+            100,
+        ),
+        (
+            "capacity usize::MAX, growable",
+            b().capacity(usize::MAX).growable(true),
             1,
         ),
         (
-            "capacity usize::MAX/2, growth 64 levels",
-            b().capacity(usize::MAX / 2).expansion(2).max_levels(64),
+            "capacity usize::MAX/2, growable",
+            b().capacity(usize::MAX / 2).growable(true),
             1,
         ),
         (
-            "capacity 2^36, growth",
-            b().capacity(1 << 36).expansion(2),
+            "capacity 2^36, growable",
+            b().capacity(1 << 36).growable(true),
             1,
         ),
         (
-            "capacity 2^20, expansion u32::MAX, 64 levels",
-            b().capacity(1 << 20)
-                .expansion(u32::MAX)
-                .max_levels(64)
-                .fingerprint_bits(4),
-            10,
-        ),
-        ("max_levels 0", b().expansion(2).max_levels(0), 1),
-        ("max_levels 65", b().expansion(2).max_levels(65), 1),
-        (
-            "max_levels u32::MAX",
-            b().expansion(2).max_levels(u32::MAX),
-            1,
-        ),
-        (
-            "rate tiny with 64 levels",
-            b().capacity(10)
-                .expansion(2)
-                .max_levels(64)
-                .false_positive_rate(1e-9),
+            "rate tiny, growable",
+            b().capacity(10).growable(true).false_positive_rate(1e-9),
             1,
         ),
         ("rate NaN", b().false_positive_rate(f64::NAN), 1),
         (
-            "rate just below 1",
-            b().capacity(10).expansion(3).false_positive_rate(0.999_999),
+            "rate NaN, growable",
+            b().growable(true).false_positive_rate(f64::NAN),
+            1,
+        ),
+        (
+            "rate just below 1, growable",
+            b().capacity(10)
+                .growable(true)
+                .false_positive_rate(0.999_999),
             5000,
         ),
         ("bits 33", b().fingerprint_bits(33), 1),
         ("bits 3", b().fingerprint_bits(3), 1),
-        ("capacity 0", b().capacity(0).expansion(2), 1),
+        (
+            "bits 8, growable",
+            b().fingerprint_bits(8).growable(true),
+            1,
+        ),
+        ("capacity 0", b().capacity(0), 1),
+        ("capacity 0, growable", b().capacity(0).growable(true), 1),
     ];
     let mut panics = Vec::new();
     for (what, builder, inserts) in cases {
@@ -172,78 +134,73 @@ fn extreme_expansions_and_capacities_never_panic() {
     assert!(panics.is_empty(), "panics:\n{}", panics.join("\n"));
 }
 
-/// A growing filter limited to one level is a filter that never grows: it must build whenever
-/// the same settings without growth build.
+/// A growable filter keeps its target for its planned doublings with lanes of at most 32
+/// bits: it builds for every rate from the finest such lanes reach (about 3.4e-8) up, and
+/// refuses finer rates with `UnreachableFalsePositiveRate`, never another error.
 #[test]
-fn max_levels_1_with_growth_builds_like_no_growth() {
-    let mut refused = Vec::new();
-    for k in 0..200 {
-        let rate = 7.0e-10 * 1.005f64.powi(k);
-        let fixed = Builder::default()
+fn growable_filters_build_for_every_rate_down_to_the_finest_their_lanes_reach() {
+    let mut built = Vec::new();
+    for k in 0..400 {
+        let rate = 1e-9 * 1.05f64.powi(k);
+        if rate >= 1.0 {
+            break;
+        }
+        match Builder::default()
             .capacity(100)
             .false_positive_rate(rate)
-            .build();
-        let grow1 = Builder::default()
-            .capacity(100)
-            .false_positive_rate(rate)
-            .expansion(2)
-            .max_levels(1)
-            .build();
-        if fixed.is_ok() && grow1.is_err() {
-            refused.push((rate, grow1.err().unwrap()));
+            .growable(true)
+            .build()
+        {
+            Ok(filter) => {
+                assert_eq!(filter.target_false_positive_rate(), Some(rate));
+                built.push(rate);
+            }
+            Err(BuildError::UnreachableFalsePositiveRate { rate: r }) => {
+                assert_eq!(r, rate);
+                assert!(built.is_empty(), "{rate} refused after {} built", built[0]);
+            }
+            Err(e) => panic!("rate {rate}: {e:?}"),
         }
     }
-    assert!(
-        refused.is_empty(),
-        "{} rates build without growth but not with expansion(2).max_levels(1), e.g. {:?}",
-        refused.len(),
-        refused.first()
-    );
+    let finest = built[0];
+    println!("finest rate built: {finest:e}");
+    assert!((1e-8..=1e-7).contains(&finest), "{finest:e}");
 }
 
-/// The level plan's documented promise (Builder::expansion, levels.rs `level_shape`): "with a
-/// power-of-two factor and one width, exactly factor^i × level 0's buckets".
+/// A growable filter doubles its table: after `d` doublings it has exactly `2^d` times its
+/// first slots, from tiny first tables, at every lane width.
 #[test]
-fn a_power_of_two_expansion_with_one_width_grows_by_exactly_that_factor() {
+fn each_doubling_doubles_the_slots_exactly() {
     let mut bad = Vec::new();
-    for factor in [2u32, 4] {
-        for bits in [4u32, 8, 16, 32] {
-            for capacity in [1usize, 2, 5, 10, 30, 100, 1000] {
-                let f = Builder::default()
-                    .capacity(capacity)
-                    .expansion(factor)
-                    .max_levels(8)
-                    .fingerprint_bits(bits)
-                    .huge_pages(false)
-                    .build()
-                    .unwrap();
-                let mut i = 0u64;
-                while f.levels() < 6 {
-                    f.insert(&i).unwrap();
-                    i += 1;
-                }
-                let buckets: Vec<usize> = Snapshot::parse(&f.to_bytes())
-                    .levels
-                    .iter()
-                    .map(|l| l.buckets)
-                    .collect();
-                let want: Vec<usize> = (0..buckets.len())
-                    .map(|j| buckets[0] * (factor as usize).pow(j as u32))
-                    .collect();
-                if buckets != want {
+    for rate in [0.3, 0.01, 1e-4, 4e-8] {
+        for capacity in [1usize, 2, 5, 10, 30, 100, 1000] {
+            let f = Builder::default()
+                .capacity(capacity)
+                .false_positive_rate(rate)
+                .growable(true)
+                .huge_pages(false)
+                .build()
+                .unwrap();
+            let first = f.slots();
+            let mut i = 0u64;
+            while f.doublings() < 6 {
+                f.insert(&i).unwrap();
+                i += 1;
+                let want = first << f.doublings();
+                if f.slots() != want {
                     bad.push(format!(
-                        "capacity {capacity}, {bits}-bit, expansion {factor}: buckets {buckets:?}"
+                        "capacity {capacity}, rate {rate}: {} slots after {} doublings, not {want}",
+                        f.slots(),
+                        f.doublings()
                     ));
+                    break;
                 }
             }
         }
     }
-    for b in &bad {
-        println!("{b}");
-    }
     assert!(
         bad.is_empty(),
-        "{} of 56 plans do not grow by their factor, e.g. {}",
+        "{} of 28 filters did not double exactly, e.g. {}",
         bad.len(),
         bad[0]
     );
@@ -251,57 +208,79 @@ fn a_power_of_two_expansion_with_one_width_grows_by_exactly_that_factor() {
 
 #[test]
 fn errors_are_the_documented_ones() {
-    assert!(matches!(
-        Builder::default().capacity(usize::MAX).expansion(2).build(),
-        Err(BuildError::CapacityTooLarge { .. })
-    ));
-    assert!(matches!(
-        Builder::default().expansion(2).max_levels(65).build(),
-        Err(BuildError::InvalidMaxLevels { levels: 65 })
-    ));
-    // An expansion past 65,536 is refused at build time.
-    assert!(matches!(
-        Builder::default().expansion(u32::MAX).build(),
-        Err(BuildError::InvalidExpansion { factor: u32::MAX })
-    ));
-    // A filter that cannot grow further reports a typed error, not a panic. (Capacity 100,000
-    // with 32-bit fingerprints and the largest expansion: level 1 would need more than 2^32
-    // buckets.)
-    let f = Builder::default()
-        .capacity(100_000)
-        .expansion(1 << 16)
-        .max_levels(64)
-        .fingerprint_bits(32)
-        .huge_pages(false)
-        .build()
-        .unwrap();
-    let mut last = Ok(());
-    for i in 0..1_000_000u64 {
-        last = f.insert(&i);
-        if last.is_err() {
-            break;
-        }
+    for growable in [false, true] {
+        assert!(matches!(
+            Builder::default()
+                .capacity(usize::MAX)
+                .growable(growable)
+                .build(),
+            Err(BuildError::CapacityTooLarge { .. })
+        ));
+        assert_eq!(
+            Builder::default()
+                .capacity(0)
+                .growable(growable)
+                .build()
+                .unwrap_err(),
+            BuildError::ZeroCapacity
+        );
+        // A width outside 4..=32 is refused as such, before the growable filter's rule.
+        assert_eq!(
+            Builder::default()
+                .fingerprint_bits(3)
+                .growable(growable)
+                .build()
+                .unwrap_err(),
+            BuildError::InvalidFingerprintBits { bits: 3 }
+        );
     }
-    println!(
-        "expansion 65536: {last:?}, levels {}, memory {}",
-        f.levels(),
-        f.memory_usage()
-    );
-    assert!(
-        matches!(last, Err(InsertError::GrowthFailed { .. })),
-        "{last:?}"
-    );
     let _ = CuckooFilter::with_capacity(0);
 }
 
-/// `Builder::max_levels(1)` makes a filter that never grows: with `expansion(2)` too, insert and
-/// insert_unique of the same full filter must agree on the error, and it is `Full`.
+/// A growable filter chooses its own lane width and packs its lanes: an explicit fingerprint
+/// width, or a layout other than `Packed`, is refused with `NotForGrowable` naming the
+/// builder method, and the message says so.
 #[test]
-fn a_growing_filter_limited_to_one_level_is_a_fixed_filter() {
+fn growable_filters_refuse_a_fingerprint_width_or_layout_with_not_for_growable() {
+    use atomic_cuckoo::Layout;
+    let cases = [
+        (b().growable(true).fingerprint_bits(16), "fingerprint_bits"),
+        (b().growable(true).layout(Layout::Compact), "layout"),
+        (b().growable(true).layout(Layout::OneWord), "layout"),
+        (
+            b().growable(true)
+                .fingerprint_bits(12)
+                .layout(Layout::Compact),
+            "fingerprint_bits",
+        ),
+    ];
+    for (builder, setting) in cases {
+        let error = builder.build().unwrap_err();
+        assert_eq!(error, BuildError::NotForGrowable { setting });
+        let message = error.to_string();
+        println!("{message}");
+        assert!(message.contains("growable"), "{message}");
+        assert!(message.contains(&format!("`{setting}`")), "{message}");
+    }
+    // The settings themselves are fine for a fixed filter, and `Packed` for a growable one.
+    assert!(b().fingerprint_bits(16).build().is_ok());
+    assert!(b().layout(Layout::OneWord).build().is_ok());
+    let packed = b()
+        .capacity(1_000)
+        .growable(true)
+        .layout(Layout::Packed)
+        .build()
+        .unwrap();
+    assert!(packed.is_growable());
+    assert_eq!(packed.layout(), Layout::Packed);
+}
+
+/// Insert and insert_unique of the same full fixed filter must agree on the error, and it is
+/// `Full`.
+#[test]
+fn insert_and_insert_unique_agree_that_a_full_fixed_filter_is_full() {
     let f = Builder::default()
         .capacity(10)
-        .expansion(2)
-        .max_levels(1)
         .fingerprint_bits(32)
         .build()
         .unwrap();
@@ -323,43 +302,37 @@ fn a_growing_filter_limited_to_one_level_is_a_fixed_filter() {
     assert_eq!(insert_err, InsertError::Full);
 }
 
-/// DESIGN §5 / README Growth: the compound false-positive rate stays within the target for a
-/// grown filter, also from tiny first levels and with non-power-of-two expansions.
+/// The false-positive rate stays within the target for a grown filter, also from tiny first
+/// tables, over many doublings (up to the 17 planned).
 #[test]
 fn grown_filters_meet_their_target_rate() {
     let mut bad = Vec::new();
-    for (cap, rate, exp) in [
-        (1usize, 0.01, 2u32),
-        (10, 0.01, 3),
-        (7, 0.05, 2),
-        (3, 0.2, 4),
-        (100, 0.001, 2),
-        (1, 0.01, 1),
+    for (cap, rate) in [
+        (1usize, 0.01),
+        (10, 0.01),
+        (7, 0.05),
+        (3, 0.2),
+        (100, 0.001),
     ] {
         let f = Builder::default()
             .capacity(cap)
             .false_positive_rate(rate)
-            .expansion(exp)
-            .max_levels(64)
+            .growable(true)
             .huge_pages(false)
             .build()
             .unwrap();
-        let n = if exp == 1 { 300 } else { 150_000u64 };
-        let mut stored = 0;
-        for i in 0..n {
-            if f.insert(&i).is_ok() {
-                stored += 1;
-            }
-        }
+        let n = 150_000u64;
+        f.insert_many(0..n).unwrap();
         let probes = 1_000_000u64;
         let fp =
             (0..probes).filter(|i| f.contains(&(i + (1 << 50)))).count() as f64 / probes as f64;
         let line = format!(
-            "cap {cap} rate {rate} expansion {exp}: {stored} items in {} levels, measured {fp:.5}, \
-             predicted {:.5}, widths {:?}",
-            f.levels(),
+            "cap {cap} rate {rate}: {} items after {} doublings, measured {fp:.5}, \
+             predicted {:.5}, {} bits",
+            f.len(),
+            f.doublings(),
             f.false_positive_rate(),
-            f.level_stats().iter().map(|s| s.fingerprint_bits).collect::<Vec<_>>()
+            f.fingerprint_bits()
         );
         println!("{line}");
         if fp > rate || f.false_positive_rate() > rate {

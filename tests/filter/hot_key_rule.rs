@@ -1,10 +1,9 @@
-//! The hot-key rule (`InsertError::ItemBucketsFull`: a growing filter does not grow for a key
-//! whose two buckets are full of its own copies): hot keys, alone, in pairs, among distinct keys
-//! or with a concurrent remover, cannot make a growing filter add levels without bound; only a
-//! key that collides completely with a hot key (same fingerprint, same bucket pair) is refused.
+//! The hot-key rule (`InsertError::ItemBucketsFull`: a growable filter does not double for a
+//! key whose two buckets are full of its own copies): hot keys, alone, in pairs, among distinct
+//! keys or with a concurrent remover, cannot make a growable filter double without bound; only a
+//! key that collides completely with a hot key (same entry, same bucket pair) is refused.
 
 use std::collections::HashMap;
-use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -14,40 +13,20 @@ use atomic_cuckoo::{CuckooFilter, InsertError};
 
 use crate::common;
 
-/// Two u64 keys whose hashes share the upper 32 bits (so the same primary bucket in *every*
-/// level: `primary = (h >> 32) * n >> 32`) but whose fingerprints differ (top 16 bits of the low
-/// word differ). With the default, fixed-seed hasher this is a birthday search over ~2^17 keys.
-fn keys_sharing_every_primary_bucket<S: BuildHasher>(hasher: &S) -> (u64, u64) {
-    let mut seen: HashMap<u32, (u64, u64)> = HashMap::new();
-    for k in 0u64.. {
-        let h = hasher.hash_one(k);
-        let upper = (h >> 32) as u32;
-        if let Some(&(other, oh)) = seen.get(&upper) {
-            let fp = |h: u64| (h as u32) >> 16;
-            if fp(oh) != fp(h) {
-                return (other, k);
-            }
-        } else {
-            seen.insert(upper, (k, h));
-        }
-    }
-    unreachable!()
-}
-
-/// Two hot keys (each inserted over and over) that share a primary bucket: their three buckets
-/// fill with a mix of the two fingerprints, so neither key's pair is "full of its own copies",
-/// the insert reports `Full`, and the filter grows: in every new level the two keys share a
-/// bucket again (the primary bucket is derived from the same 32 hash bits in every level), so it
-/// grows again after a few dozen copies, doubling its memory each time, up to `max_levels`.
+/// Two hot keys (each inserted over and over) whose hashes share their upper 32 bits and
+/// their lowest 5 (with the identity hasher, items are their hashes): a growable filter gives
+/// them the same home bucket on both sides, so their two buckets fill with a mix of both keys'
+/// copies. Both keys are then refused with `ItemBucketsFull`: the filter does not double for a
+/// pair of buckets held by a few repeated items, so its memory does not run away.
 #[test]
-fn two_hot_keys_sharing_a_bucket_do_not_grow_a_filter_without_bound() {
+fn two_hot_keys_sharing_their_buckets_do_not_double_a_growable_filter() {
     let filter = CuckooFilter::builder()
         .capacity(1_000)
-        .expansion(2)
-        .max_levels(14)
+        .growable(true)
+        .hasher(common::Identity)
         .build()
         .unwrap();
-    let (a, b) = keys_sharing_every_primary_bucket(filter.hasher());
+    let (a, b) = (0x1234_5678_0000_0000u64, 0x1234_5678_0000_0020u64);
     let memory_before = filter.memory_usage();
     let mut outcomes: HashMap<String, usize> = HashMap::new();
     for _ in 0..2_000 {
@@ -60,33 +39,29 @@ fn two_hot_keys_sharing_a_bucket_do_not_grow_a_filter_without_bound() {
         }
     }
     println!(
-        "keys {a} and {b}: outcomes {outcomes:?}; {} levels, {} items, memory {} -> {} bytes",
-        filter.levels(),
+        "keys {a} and {b}: outcomes {outcomes:?}; {} doublings, {} items, memory {} -> {} bytes",
+        filter.doublings(),
         filter.len(),
         memory_before,
         filter.memory_usage()
     );
-    assert!(
-        filter.levels() <= 2,
-        "two hot keys grew the filter to {} levels ({} items stored, memory {} -> {} bytes)",
-        filter.levels(),
-        filter.len(),
-        memory_before,
-        filter.memory_usage()
-    );
+    assert_eq!(outcomes.len(), 2, "{outcomes:?}");
+    assert_eq!(outcomes["ItemBucketsFull"], 4_000 - 8, "{outcomes:?}");
+    assert_eq!(filter.doublings(), 0, "two hot keys doubled the filter");
+    assert_eq!(filter.memory_usage(), memory_before);
+    assert_eq!(filter.count(&a) + filter.count(&b), 8);
 }
 
-/// One hot key on tiny levels, every width and several expansion factors: the filter may grow
-/// while a level is so small that the key's copies fill most of it, but not without bound.
+/// One hot key on tiny growable tables, at every lane width: the filter may double while the
+/// table is so small that the key's copies fill most of it, but not without bound.
 #[test]
-fn one_hot_key_on_tiny_levels_stops_growing() {
-    for bits in [4u32, 5, 8, 12, 16, 21, 32] {
-        for factor in [2u32, 3, 4] {
+fn one_hot_key_on_tiny_growable_tables_stops_doubling() {
+    for rate in [0.3, 0.01, 1e-4, 1e-6, 4e-8] {
+        for capacity in [1usize, 2, 5] {
             let filter = CuckooFilter::builder()
-                .capacity(1)
-                .fingerprint_bits(bits)
-                .expansion(factor)
-                .max_levels(20)
+                .capacity(capacity)
+                .false_positive_rate(rate)
+                .growable(true)
                 .build()
                 .unwrap();
             let mut stored = 0;
@@ -98,16 +73,17 @@ fn one_hot_key_on_tiny_levels_stops_growing() {
                 }
             }
             println!(
-                "bits {bits} factor {factor}: {stored} stored, {} levels, last error {last:?}, \
-                 memory {} bytes",
-                filter.levels(),
+                "rate {rate} capacity {capacity}: {stored} stored, {} doublings, last error \
+                 {last:?}, memory {} bytes",
+                filter.doublings(),
                 filter.memory_usage()
             );
-            assert_eq!(last, Some(InsertError::ItemBucketsFull), "bits {bits}");
+            assert_eq!(last, Some(InsertError::ItemBucketsFull), "rate {rate}");
+            assert_eq!(stored, 8, "rate {rate}: two buckets of four lanes");
             assert!(
-                filter.levels() <= 5,
-                "bits {bits} factor {factor}: {} levels",
-                filter.levels()
+                filter.doublings() <= 2,
+                "rate {rate} capacity {capacity}: {} doublings",
+                filter.doublings()
             );
             assert_eq!(filter.count("hot"), stored);
         }
@@ -115,17 +91,17 @@ fn one_hot_key_on_tiny_levels_stops_growing() {
 }
 
 /// A hot key interleaved with distinct keys: the filter must not end up with more than one
-/// level beyond what the distinct keys alone need.
+/// doubling beyond what the distinct keys alone need.
 #[test]
-fn a_hot_key_interleaved_with_distinct_keys_costs_at_most_one_level() {
+fn a_hot_key_interleaved_with_distinct_keys_costs_at_most_one_doubling() {
     let seed = common::seed("hot key interleaved");
     let keys = common::distinct_keys(seed, 300_000);
-    for bits in [8u32, 12] {
+    for rate in [0.3, 0.001] {
         let build = || {
             CuckooFilter::builder()
                 .capacity(1_000)
-                .fingerprint_bits(bits)
-                .expansion(2)
+                .false_positive_rate(rate)
+                .growable(true)
                 .build()
                 .unwrap()
         };
@@ -133,46 +109,62 @@ fn a_hot_key_interleaved_with_distinct_keys_costs_at_most_one_level() {
         plain.insert_many(&keys).unwrap();
         let hot = build();
         let mut hot_errors: HashMap<String, usize> = HashMap::new();
-        let mut twins = 0;
+        let (mut twins, mut blocked) = (0, 0);
         for (i, k) in keys.iter().enumerate() {
             let looked_present = hot.contains(k);
             match hot.insert(k) {
                 Ok(()) => {}
                 // Documented: a key that collides completely with the hot key counts as a copy
-                // of it (rare at 8 bits, about 2 / (buckets * 255) per key); it is found.
+                // of it (rare: the same bucket pair and entry); it is found.
                 Err(InsertError::ItemBucketsFull) if looked_present => twins += 1,
-                Err(e) => panic!("bits {bits}: distinct key #{i} {k}: {e:?}"),
+                // Documented: a key whose two buckets hold only the hot key's copies finds no
+                // room, and a growable filter below half its doubling load refuses it; a
+                // removed hot copy makes room for it.
+                Err(InsertError::ItemBucketsFull) => {
+                    assert!(
+                        hot.remove("hot"),
+                        "rate {rate}: key #{i} refused, no hot copy"
+                    );
+                    hot.insert(k).unwrap_or_else(|e| {
+                        panic!("rate {rate}: distinct key #{i} {k}: {e:?} with room made")
+                    });
+                    blocked += 1;
+                }
+                Err(e) => panic!("rate {rate}: distinct key #{i} {k}: {e:?}"),
             }
             if let Err(e) = hot.insert("hot") {
                 *hot_errors.entry(format!("{e:?}")).or_default() += 1;
             }
         }
         println!(
-            "bits {bits}: distinct only {} levels / {} bytes; with hot key {} levels / {} bytes \
-             (hot copies {}, hot errors {hot_errors:?}, {twins} twins of the hot key)",
-            plain.levels(),
+            "rate {rate}: distinct only {} doublings / {} bytes; with hot key {} doublings / {} \
+             bytes (hot copies {}, hot errors {hot_errors:?}, {twins} twins of the hot key, \
+             {blocked} keys let in by removing a hot copy)",
+            plain.doublings(),
             plain.memory_usage(),
-            hot.levels(),
+            hot.doublings(),
             hot.memory_usage(),
             hot.count("hot")
         );
-        assert!(hot.levels() <= plain.levels() + 1);
+        assert!(hot.doublings() <= plain.doublings() + 1);
         assert!(keys.iter().all(|k| hot.contains(k)));
     }
 }
 
-/// A distinct key that collides completely (same fingerprint, same bucket pair) with a hot key
-/// in the newest level of a *growing* filter gets `ItemBucketsFull`, though it was never
-/// inserted and the filter could add a level where the two differ. The README's growth example
-/// (`filter.insert(&i)?` over distinct keys, "never Full while levels can be added") then stops
-/// with an error.
+/// A distinct key that collides completely (same entry, same bucket pair) with a hot key in a
+/// *growable* filter gets `ItemBucketsFull`, though it was never inserted and a doubling might
+/// separate the two. Every other distinct key goes in, but for a key whose two buckets hold
+/// only the hot key's copies (documented: below half its doubling load the filter refuses an
+/// item for which no room can be made): one removed hot copy lets such a key in.
 #[test]
 fn only_a_key_that_collides_completely_with_a_hot_key_is_refused() {
+    // A small first table and the narrowest entries, so that a twin is found among a few
+    // hundred thousand keys.
     let build = || {
         CuckooFilter::builder()
-            .capacity(1_000)
-            .fingerprint_bits(8)
-            .expansion(2)
+            .capacity(100)
+            .false_positive_rate(0.3)
+            .growable(true)
             .build()
             .unwrap()
     };
@@ -184,8 +176,7 @@ fn only_a_key_that_collides_completely_with_a_hot_key_is_refused() {
     let mut twin = None;
     for k in 0u64..10_000_000 {
         // Only keys that (maybe) match the hot key's fingerprint in one of their buckets; others
-        // would change the table (one whose pair is the hot key's, with another fingerprint,
-        // finds no room and grows the filter: correctly).
+        // would change the table.
         if !oracle.contains(&k) {
             continue;
         }
@@ -199,17 +190,19 @@ fn only_a_key_that_collides_completely_with_a_hot_key_is_refused() {
         }
     }
     let twin = twin.expect("a key colliding with the hot key");
-    assert_eq!(oracle.levels(), 1);
-    println!("key {twin} collides completely with the hot key {hot} in level 0");
+    assert_eq!(oracle.doublings(), 0);
+    println!("key {twin} collides completely with the hot key {hot} before any doubling");
 
-    // The workload: the hot key, repeated; then a stream of distinct keys that includes `twin`.
+    // The workload: the hot key, repeated; then a stream of distinct keys that includes `twin`
+    // before the table first doubles (a doubling turns an entry's next bit into a bucket bit,
+    // where the twin may differ).
     let filter = build();
     let mut hot_copies = 0;
     while filter.insert(&hot).is_ok() {
         hot_copies += 1;
     }
     let mut failures = Vec::new();
-    for k in (0..200u64).chain([twin]) {
+    for k in (0..50u64).chain([twin]).chain(50..200) {
         if k == hot {
             continue;
         }
@@ -218,28 +211,38 @@ fn only_a_key_that_collides_completely_with_a_hot_key_is_refused() {
         }
     }
     println!(
-        "{hot_copies} hot copies; distinct-key failures {failures:?}; {} levels",
-        filter.levels()
+        "{hot_copies} hot copies; distinct-key failures {failures:?}; {} doublings",
+        filter.doublings()
     );
-    // Documented: an item that collides completely with a hot key (same fingerprint, same
-    // buckets) counts as a copy of it, and `contains` already answers true for it. Every other
-    // distinct key goes in.
-    assert_eq!(
-        failures,
-        vec![(twin, InsertError::ItemBucketsFull)],
-        "distinct keys refused by a growing filter with room"
+    assert!(filter.doublings() > 0);
+    // Documented: an item that collides completely with a hot key (same entry, same buckets)
+    // counts as a copy of it, and `contains` already answers true for it.
+    assert!(
+        failures.contains(&(twin, InsertError::ItemBucketsFull)),
+        "{failures:?}"
     );
     assert!(filter.contains(&twin));
+    assert!(failures.len() <= 4, "{failures:?}");
+    for &(k, e) in &failures {
+        assert_eq!(e, InsertError::ItemBucketsFull, "key {k}");
+        if k != twin {
+            assert!(filter.remove(&hot));
+            assert_eq!(
+                filter.insert(&k),
+                Ok(()),
+                "key {k}: refused by a growable filter with room"
+            );
+        }
+    }
 }
 
-/// With an identity hasher, distinct small integers are all one item to the filter (one
-/// bucket pair, one fingerprint): a growing filter stores eight of them, its two buckets full,
-/// and refuses the ninth with `ItemBucketsFull` instead of growing for them.
+/// With an identity hasher, distinct small integers are all one item to a fixed filter (one
+/// bucket pair, one fingerprint): it stores eight of them, its two buckets full, and refuses
+/// the ninth with `ItemBucketsFull`, not `Full`.
 #[test]
 fn distinct_keys_with_an_identity_hasher_are_one_hot_key() {
     let filter = CuckooFilter::builder()
         .capacity(1_000)
-        .expansion(2)
         // A hasher that returns the key itself, as `nohash`-style hashers do for integer keys:
         // the filter takes the bucket from the upper 32 bits and the fingerprint from the top
         // of the lower 32 bits without mixing, so small integers all get the same key.
@@ -248,7 +251,6 @@ fn distinct_keys_with_an_identity_hasher_are_one_hot_key() {
         .unwrap();
     let first_error = (0..1_000u64).find_map(|k| filter.insert(&k).err().map(|e| (k, e)));
     assert_eq!(first_error, Some((8, InsertError::ItemBucketsFull)));
-    assert_eq!(filter.levels(), 1, "no level added for one hot key");
     assert_eq!(filter.len(), 8);
     assert_eq!(
         filter.count(&999u64),
@@ -258,28 +260,28 @@ fn distinct_keys_with_an_identity_hasher_are_one_hot_key() {
 }
 
 /// A hot key that one thread inserts and another removes: an insert that found the pair full
-/// (NoRoom) and then, before its "stuck?" check, sees a free lane (the remover took a copy)
-/// reports `Full` and grows the filter. Repeated, the filter grows level after level for one key.
+/// and then, before its "stuck?" check, sees a free lane (the remover took a copy) must not
+/// take that for a full table and double it. Repeated, the filter would double again and again
+/// for one key.
 #[test]
-fn a_hot_key_inserted_and_removed_concurrently_does_not_grow_the_filter() {
+fn a_hot_key_inserted_and_removed_concurrently_does_not_double_the_filter() {
     // Remove a copy every `every` spins of the remover: often, and rarely.
-    let levels: Vec<(u64, usize)> = [2_000u64, 4]
+    let doublings: Vec<(u64, u32)> = [2_000u64, 4]
         .into_iter()
         .map(|every| (every, hot_key_with_a_remover(every)))
         .collect();
     assert!(
-        levels.iter().all(|&(_, l)| l <= 2),
-        "one hot key (inserted by one thread, removed by another every N spins) grew the \
-         filter: (N, levels) = {levels:?}"
+        doublings.iter().all(|&(_, d)| d <= 1),
+        "one hot key (inserted by one thread, removed by another every N spins) doubled the \
+         filter: (N, doublings) = {doublings:?}"
     );
 }
 
-fn hot_key_with_a_remover(every: u64) -> usize {
+fn hot_key_with_a_remover(every: u64) -> u32 {
     let filter = Arc::new(
         CuckooFilter::builder()
             .capacity(1_000)
-            .expansion(2)
-            .max_levels(12)
+            .growable(true)
             .build()
             .unwrap(),
     );
@@ -323,39 +325,41 @@ fn hot_key_with_a_remover(every: u64) -> usize {
         })
     };
     let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(2) && filter.levels() < 6 {
+    while start.elapsed() < Duration::from_secs(2) && filter.doublings() < 5 {
         thread::sleep(Duration::from_millis(10));
     }
     stop.store(true, Ordering::Relaxed);
     inserter.join().unwrap();
     remover.join().unwrap();
     println!(
-        "remove every {every} spins: {} inserts, {} removes in {:?}: {} levels, {} copies, \
+        "remove every {every} spins: {} inserts, {} removes in {:?}: {} doublings, {} copies, \
          errors {:?}, memory {} bytes",
         inserts.load(Ordering::Relaxed),
         removes.load(Ordering::Relaxed),
         start.elapsed(),
-        filter.levels(),
+        filter.doublings(),
         filter.count("hot"),
         errors.get(),
         filter.memory_usage()
     );
-    filter.levels()
+    assert!(errors.get().is_empty(), "{:?}", errors.get());
+    filter.doublings()
 }
 
 /// The same through `insert_many`: a batch of one key repeated.
 #[test]
-fn insert_many_of_a_hot_key_stops_with_item_buckets_full_and_no_growth() {
+fn insert_many_of_a_hot_key_stops_with_item_buckets_full_and_no_doubling() {
     let filter = CuckooFilter::builder()
         .capacity(10_000)
-        .expansion(2)
+        .growable(true)
         .build()
         .unwrap();
     let batch = vec![42u64; 10_000];
     let e = filter.insert_many(&batch).unwrap_err();
-    println!("{e:?}, {} levels", filter.levels());
+    println!("{e:?}, {} doublings", filter.doublings());
     assert_eq!(e.error, InsertError::ItemBucketsFull);
-    assert_eq!(filter.levels(), 1);
+    assert_eq!(filter.doublings(), 0);
+    assert_eq!(e.index, 8);
     assert_eq!(filter.count(&42u64), e.index);
 }
 

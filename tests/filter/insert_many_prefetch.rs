@@ -2,8 +2,8 @@
 //! `PREFETCH_AHEAD`), restarting at every batch of 64. A prefetch is only a hint, so a filter
 //! filled with `insert_many` must be the filter that one `insert` per item builds: the same
 //! bytes, the same first failure. These tests check that exactly, at the lengths around the
-//! prefetch distance and the batch size, in fixed filters that fill up mid-batch and in growing
-//! filters that add levels mid-batch.
+//! prefetch distance and the batch size, in fixed filters that fill up mid-batch and in growable
+//! filters that double mid-batch.
 
 use atomic_cuckoo::{CuckooFilter, InsertManyError};
 
@@ -12,25 +12,32 @@ use crate::common;
 /// Lengths around the prefetch distance (12) and the batch (64), and a few batches long.
 const LENGTHS: [usize; 12] = [0, 1, 11, 12, 13, 63, 64, 65, 76, 128, 129, 700];
 
-/// The shapes: (capacity, fingerprint bits, expansion, max levels); expansion 0 is a fixed
-/// filter.
-const SHAPES: [(usize, u32, u32, u32); 5] = [
-    (50, 8, 0, 1),
-    (300, 16, 0, 1),
-    (20, 12, 2, 64),
-    (7, 4, 3, 64),
-    (40, 8, 2, 3),
+/// A filter to fill: fixed (capacity, fingerprint bits) or growable (capacity, target rate).
+#[derive(Clone, Copy, Debug)]
+enum Shape {
+    Fixed(usize, u32),
+    Growable(usize, f64),
+}
+
+const SHAPES: [Shape; 5] = [
+    Shape::Fixed(50, 8),
+    Shape::Fixed(300, 16),
+    Shape::Growable(20, 0.001),
+    Shape::Growable(7, 0.3),
+    Shape::Growable(40, 4e-8),
 ];
 
-fn build(shape: (usize, u32, u32, u32)) -> CuckooFilter {
-    let (capacity, bits, expansion, max_levels) = shape;
-    let mut builder = CuckooFilter::builder()
-        .capacity(capacity)
-        .fingerprint_bits(bits);
-    if expansion > 0 {
-        builder = builder.expansion(expansion).max_levels(max_levels);
+fn build(shape: Shape) -> CuckooFilter {
+    let builder = CuckooFilter::builder();
+    match shape {
+        Shape::Fixed(capacity, bits) => builder.capacity(capacity).fingerprint_bits(bits),
+        Shape::Growable(capacity, rate) => builder
+            .capacity(capacity)
+            .false_positive_rate(rate)
+            .growable(true),
     }
-    builder.build().unwrap()
+    .build()
+    .unwrap()
 }
 
 /// Per item, as `insert_many` promises to behave: stops at the first failure.
@@ -73,13 +80,13 @@ fn insert_many_builds_the_same_filter_as_one_insert_per_item() {
     }
 }
 
-/// Batches that end on every offset relative to the prefetch distance, into one growing
+/// Batches that end on every offset relative to the prefetch distance, into one growable
 /// filter: whatever went in before stays, and every call's items are in after it.
 #[test]
 fn consecutive_batches_of_every_length_keep_every_item() {
     let seed = common::seed("consecutive insert_many batches");
     let mut rng = common::Rng::new(seed);
-    let filter = build((10, 12, 2, 64));
+    let filter = build(Shape::Growable(10, 0.01));
     let mut all = Vec::new();
     for len in 0..80 {
         let keys = common::distinct_keys(rng.next_u64(), len);
@@ -91,6 +98,7 @@ fn consecutive_batches_of_every_length_keep_every_item() {
             "after a batch of {len}, seed {seed}"
         );
     }
+    assert!(filter.doublings() > 3, "{} doublings", filter.doublings());
     for k in &all {
         assert!(filter.contains(k), "{k} lost, seed {seed}");
     }

@@ -1,6 +1,6 @@
 //! `CuckooFilter` one thread at a time: the API and its std-like traits, the builder, the
-//! hasher, false-positive rates, load factors, failed inserts, bucket layouts, hot keys and
-//! batch calls.
+//! hasher, false-positive rates, load factors, failed inserts, bucket layouts, hot keys, batch
+//! calls, and the same calls on a growable filter.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -13,6 +13,7 @@ mod builder;
 mod builder_edges;
 mod failed_insert;
 mod false_positive_rate;
+mod growable_api;
 mod hasher_vectors;
 mod hot_key;
 mod hot_key_rule;

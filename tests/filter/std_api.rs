@@ -37,42 +37,39 @@ fn capacity_counts_items_at_least_the_ones_asked_for_and_holds_them() {
 }
 
 #[test]
-fn a_growing_filter_holds_its_capacity_before_it_grows() {
-    let seed = common::seed("growing_capacity");
+fn a_growable_filter_holds_its_capacity_before_it_doubles() {
+    let seed = common::seed("growable_capacity");
     let f = CuckooFilter::builder()
         .capacity(5_000)
-        .expansion(2)
+        .growable(true)
         .build()
         .unwrap();
     assert!(f.capacity() >= 5_000);
+    assert!(f.capacity() < f.slots());
     for key in common::distinct_keys(seed, f.capacity()) {
         f.insert(&key).unwrap();
     }
     assert_eq!(
-        f.levels(),
-        1,
-        "seed={seed}: grew before reaching its capacity"
+        f.doublings(),
+        0,
+        "seed={seed}: doubled before reaching its capacity"
     );
-    let before = f.capacity();
-    for key in common::distinct_keys(seed ^ 1, before) {
+    let (capacity, slots) = (f.capacity(), f.slots());
+    for key in common::distinct_keys(seed ^ 1, capacity / 2) {
         f.insert(&key).unwrap();
     }
-    assert!(f.levels() > 1);
-    let stats = f.level_stats();
-    let (newest, older) = stats.split_last().unwrap();
-    let held: usize = older.iter().map(|l| l.len).sum();
-    assert_eq!(f.capacity(), held + newest.capacity);
-    assert_eq!(f.slots(), stats.iter().map(|l| l.slots).sum::<usize>());
-    // `capacity() - len()` more items fit without another level.
-    let levels = f.levels();
+    assert_eq!(f.doublings(), 1, "seed={seed}");
+    assert_eq!(f.slots(), 2 * slots);
+    assert!(f.capacity() >= 2 * capacity - 1, "{}", f.capacity());
+    // `capacity() - len()` more items fit without another doubling.
     let room = f.capacity() - f.len();
     for key in common::distinct_keys(seed ^ 2, room) {
         f.insert(&key).unwrap();
     }
     assert_eq!(
-        f.levels(),
-        levels,
-        "seed={seed}: grew before reaching its capacity"
+        f.doublings(),
+        1,
+        "seed={seed}: doubled before reaching its capacity"
     );
 }
 
@@ -102,20 +99,20 @@ fn default_is_the_builders_default() {
 fn clone_is_deep_and_equal() {
     let f = CuckooFilter::builder()
         .capacity(200)
-        .expansion(2)
+        .growable(true)
         .build()
         .unwrap();
     f.insert_many(0..1_000u32).unwrap();
     let c = f.clone();
     assert_eq!(c.to_bytes(), f.to_bytes());
-    assert_eq!((c.len(), c.levels()), (f.len(), f.levels()));
+    assert_eq!((c.len(), c.doublings()), (f.len(), f.doublings()));
     assert!(f.remove(&7u32));
     assert!(c.contains(&7u32) && !f.contains(&7u32));
     c.insert("only in the copy").unwrap();
     assert!(!f.contains("only in the copy"));
     // The copy grows on its own.
     c.insert_many(1_000..5_000u32).unwrap();
-    assert!(c.levels() > f.levels());
+    assert!(c.doublings() > f.doublings());
 }
 
 #[test]
@@ -382,7 +379,7 @@ fn a_panic_inside_an_operation_leaves_the_filter_usable() {
     let f = Arc::new(
         CuckooFilter::builder()
             .capacity(1_000)
-            .expansion(2)
+            .growable(true)
             .build()
             .unwrap(),
     );
@@ -434,8 +431,8 @@ fn a_panic_inside_a_redis_filter_operation_leaves_it_usable() {
 /// not repeats by hash, so `from_iter` stores them as separate copies until the buckets are
 /// full; the rest must then be found already (set semantics), not panic: `collect` into a
 /// `CuckooFilter` and a `CuckooSet` holds them all, as `extend` and `insert_many_unique` do.
-/// (An `ExpandingFilter` derives its fingerprints from a mix of the whole hash, so distinct
-/// hashes never share an entry there.)
+/// (A growable filter derives its entries from a mix of the whole hash, so distinct small
+/// integers are not one item to it.)
 #[test]
 fn collect_of_distinct_items_sharing_one_entry_finds_them_without_panicking() {
     use atomic_cuckoo::CuckooSet;
