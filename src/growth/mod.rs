@@ -141,19 +141,20 @@ impl Doubling {
     /// Looks `key` up: optimistic attempts (`lookup`), at most `READ_ATTEMPTS` of them.
     #[inline(always)]
     fn lookup_retried(&self, key: &Key) -> Lookup {
-        Lookup::of(retry_read(READ_ATTEMPTS, |_| self.lookup(key)))
+        Lookup::of(retry_read(READ_ATTEMPTS, |_| self.read_pair(key, Matches)))
     }
 
-    /// One optimistic lookup: whether a lane of `key`'s buckets matches it, or `None` when a
-    /// miss cannot be trusted (a writer changed one of the buckets, or the table doubled).
-    /// A hit needs no proof: answering "maybe present" is always allowed.
+    /// One optimistic read of `key`'s two buckets by `read`: its answer, or `None` when the
+    /// answer cannot be trusted (a writer changed one of the buckets, or the table doubled)
+    /// unless `read` says it needs no proof (a hit: answering "maybe present" is always
+    /// allowed).
     #[inline(always)]
-    fn lookup(&self, key: &Key) -> Option<bool> {
+    fn read_pair<R: PairRead>(&self, key: &Key, read: R) -> Option<R::Out> {
         let k = self.doublings_now();
         // Acquire: a `false` stored by the last split of doubling `k` makes every split of it
         // visible.
         if k > 0 && self.splitting.load(Ordering::Acquire) {
-            return self.lookup_splitting(key, k);
+            return self.read_pair_splitting(key, k, read);
         }
         let at = [key.pos(0, k), key.pos(1, k)];
         // The seqlock read of both buckets under both stripes: the versions, the buckets, the
@@ -163,11 +164,15 @@ impl Doubling {
             self.stripes.of(self.table.stripe_key(at[1])),
         ];
         let begun = [stripes[0].read_begin(), stripes[1].read_begin()];
-        if self.bucket_matches(key, 0, at[0], k) | self.bucket_matches(key, 1, at[1], k) {
-            return Some(true);
+        let out = R::merge(
+            read.bucket(self, key, 0, at[0], k),
+            read.bucket(self, key, 1, at[1], k),
+        );
+        if R::settled(out) {
+            return Some(out);
         }
         let unchanged = stripes[0].read_validate(begun[0]) & stripes[1].read_validate(begun[1]);
-        (unchanged && self.same_size(k)).then_some(false)
+        (unchanged && self.same_size(k)).then_some(out)
     }
 
     /// Whether the doubling count is still `k`, for a lookup that read it before its bucket
@@ -182,10 +187,10 @@ impl Doubling {
             || self.doublings.load(Ordering::Relaxed) as u32 == k
     }
 
-    /// `lookup` while doubling `k` splits buckets: an old bucket not split yet is read as the
-    /// table before the doubling, and a miss is validated against every stripe read under
-    /// (a split of either side holds only that side's).
-    fn lookup_splitting(&self, key: &Key, k: u32) -> Option<bool> {
+    /// `read_pair` while doubling `k` splits buckets: an old bucket not split yet is read as
+    /// the table before the doubling, and an answer that needs proof is validated against
+    /// every stripe read under (a split of either side holds only that side's).
+    fn read_pair_splitting<R: PairRead>(&self, key: &Key, k: u32, read: R) -> Option<R::Out> {
         // The stripes read under, with the version each had (at most two per side).
         let mut begun = [(0usize, 0u64); 4];
         let mut count = 0;
@@ -193,8 +198,8 @@ impl Doubling {
             begun[*count] = (stripe_key, self.stripes.of(stripe_key).read_begin());
             *count += 1;
         };
-        let mut hit = false;
-        for side in 0..2 {
+        let mut out = [None; 2];
+        for (side, out) in out.iter_mut().enumerate() {
             let old = key.pos(side, k - 1);
             // The old bucket's stripe first: a split clears the bucket's bit while it holds
             // that stripe, so a bit read after this is checked by its validation.
@@ -212,15 +217,16 @@ impl Doubling {
                 }
                 (pos, k)
             };
-            hit |= self.bucket_matches(key, side, pos, doublings);
+            *out = Some(read.bucket(self, key, side, pos, doublings));
         }
-        if hit {
-            return Some(true);
+        let out = R::merge(out[0]?, out[1]?);
+        if R::settled(out) {
+            return Some(out);
         }
         let unchanged = begun[..count]
             .iter()
             .all(|&(stripe_key, version)| self.stripes.of(stripe_key).read_validate(version));
-        (unchanged && self.same_size(k)).then_some(false)
+        (unchanged && self.same_size(k)).then_some(out)
     }
 
     /// Whether the old bucket `old` of doubling `k` (in progress) is not split yet.
@@ -297,16 +303,18 @@ impl Doubling {
         best
     }
 
-    /// How many lanes of `key`'s bucket on `side` match it. The bucket must be split, its
-    /// stripe held.
-    fn matching_lanes(&self, key: &Key, side: usize, k: u32) -> usize {
-        let lanes = self.table.bucket(key.pos(side, k));
+    /// How many lanes of the bucket at `pos` (whose entries have seen `doublings`
+    /// doublings) match `key` on `side`.
+    fn matching_lanes(&self, key: &Key, side: usize, pos: Pos, doublings: u32) -> usize {
+        let lanes = self.table.bucket(pos);
         (0..LANES)
             .filter(|&lane| {
                 let entry = lane_of(lanes, lane, self.table.width());
-                entry != 0 && entry & ANCHOR_MASK == key.anchor && {
+                // A lane read torn by a writer may have no marker: it matches nothing, and the
+                // read's validation fails.
+                entry & ANCHOR_MASK == key.anchor && entry >> ANCHOR_BITS != 0 && {
                     let field = entry >> ANCHOR_BITS;
-                    field == key.field(side, k, field_tail_bits(field))
+                    field == key.field(side, doublings, field_tail_bits(field))
                 }
             })
             .count()
@@ -456,18 +464,18 @@ impl Doubling {
     }
 
     /// Entries in the item of `hash`'s two buckets that match it: its copies, and those of
-    /// items whose entries match it. Read under the buckets' stripes (split first, as a
-    /// writer would).
+    /// items whose entries match it. Read like a lookup, optimistically and validated, so a
+    /// save's freeze does not hold it up (an old bucket not split yet is counted as it is:
+    /// its split leaves the item's half as many matching entries). A count has no "maybe" to
+    /// answer with, so one that keeps colliding with writers goes on trying, yielding to them
+    /// after the lookups' number of attempts.
     pub(crate) fn count_copies(&self, hash: u64) -> usize {
         let key = self.key(hash);
         loop {
-            let k = self.doublings_now();
-            self.split_buckets_of(&key, k);
-            let _held = self.lock_pair(key.pos(0, k), key.pos(1, k));
-            if !self.still(k) {
-                continue;
+            if let Some(copies) = retry_read(READ_ATTEMPTS, |_| self.read_pair(&key, Copies)) {
+                return copies;
             }
-            return (0..2).map(|side| self.matching_lanes(&key, side, k)).sum();
+            std::thread::yield_now();
         }
     }
 
@@ -600,6 +608,62 @@ impl Doubling {
             + self.counts.bytes()
             + cells
             + std::mem::size_of::<Self>()
+    }
+}
+
+/// What one optimistic read of an item's two buckets computes from each
+/// (`Doubling::read_pair`).
+trait PairRead: Copy {
+    type Out: Copy;
+    /// Reads the bucket at `pos`, whose entries have seen `doublings` doublings, on `side`.
+    fn bucket(
+        self,
+        table: &Doubling,
+        key: &Key,
+        side: usize,
+        pos: Pos,
+        doublings: u32,
+    ) -> Self::Out;
+    fn merge(a: Self::Out, b: Self::Out) -> Self::Out;
+    /// Whether `out` stands without validating the read (a hit).
+    fn settled(out: Self::Out) -> bool;
+}
+
+/// A lookup: whether a lane matches.
+#[derive(Clone, Copy)]
+struct Matches;
+
+impl PairRead for Matches {
+    type Out = bool;
+    #[inline(always)]
+    fn bucket(self, table: &Doubling, key: &Key, side: usize, pos: Pos, doublings: u32) -> bool {
+        table.bucket_matches(key, side, pos, doublings)
+    }
+    #[inline(always)]
+    fn merge(a: bool, b: bool) -> bool {
+        // `|`, not `||`: both buckets are read either way.
+        a | b
+    }
+    #[inline(always)]
+    fn settled(hit: bool) -> bool {
+        hit
+    }
+}
+
+/// A count: how many lanes match.
+#[derive(Clone, Copy)]
+struct Copies;
+
+impl PairRead for Copies {
+    type Out = usize;
+    fn bucket(self, table: &Doubling, key: &Key, side: usize, pos: Pos, doublings: u32) -> usize {
+        table.matching_lanes(key, side, pos, doublings)
+    }
+    fn merge(a: usize, b: usize) -> usize {
+        a + b
+    }
+    fn settled(_: usize) -> bool {
+        false
     }
 }
 
