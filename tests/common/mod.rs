@@ -225,11 +225,12 @@ pub const FINISHED_BITMAPS: usize = 32 << 10;
 /// bitmaps keep: a segment counted twice or not at all is far more.
 pub fn assert_memory_agrees(
     at: &str,
-    filter: &atomic_cuckoo::ExpandingFilter,
-    other: &atomic_cuckoo::ExpandingFilter,
+    filter: &atomic_cuckoo::CuckooFilter,
+    other: &atomic_cuckoo::CuckooFilter,
 ) {
+    // A growable filter's `slots()` is its buckets × 4.
     let bitmap = if filter.is_doubling() {
-        (filter.buckets() / 2).div_ceil(64) as usize * 8
+        (filter.slots() / 4 / 2).div_ceil(64) * 8
     } else {
         0
     };
