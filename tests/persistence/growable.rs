@@ -862,7 +862,7 @@ fn attack_forged_fields_get_typed_errors() {
         forge(&|w| w[2] = u64::from(layout.doublings)),
         "max_doublings",
     );
-    invalid(forge(&|w| w[2] = w[2] + (1 << 32)), "max_doublings");
+    invalid(forge(&|w| w[2] += 1 << 32), "max_doublings");
     // Base odd, 0, 1, past 2^32 (even), u64::MAX.
     for base in [layout.base + 1, 0, 1, (1 << 32) + 2, u64::MAX, 1 << 63] {
         invalid(forge(&|w| w[4] = base), "bucket count");
