@@ -1,9 +1,8 @@
-//! One-pass lookups over grown filters, concurrent: tiny grown filters, writers
-//! that grow them and churn (insert and remove their own items only), readers that check items
-//! inserted before they started and never removed. Such an item must never be reported absent
-//! by `contains` or by `contains_many`, whatever the writers do: kicks, growth, removes that
-//! take the newest matching copy (another item's, when fingerprints collide), copies of the
-//! same key spread over several levels.
+//! Lookups in grown filters, concurrent: tiny growable filters, writers that double them and
+//! churn (insert and remove their own items only), readers that check items inserted before
+//! they started and never removed. Such an item must never be reported absent by `contains`
+//! or by `contains_many`, whatever the writers do: kicks, doublings in progress, removes of
+//! items alike it, copies of exhausted entries.
 //!
 //! Each test runs for a bounded time (a few seconds) and prints its seed.
 
@@ -18,17 +17,15 @@ use atomic_cuckoo::{CuckooFilter, InsertError};
 /// How long each configuration runs (the tests run two at a time on two cores).
 const RUN: Duration = Duration::from_millis(1_500);
 
-fn grown(capacity: usize, factor: u32, bits: Option<u32>, rate: Option<f64>) -> CuckooFilter {
-    let b = CuckooFilter::builder()
+/// A growable filter; coarse rates give narrow lanes (collisions between items are common,
+/// and entries run out of tail bits and are copied).
+fn grown(capacity: usize, rate: f64) -> CuckooFilter {
+    CuckooFilter::builder()
         .capacity(capacity)
-        .expansion(factor)
-        .max_levels(64);
-    let b = match (bits, rate) {
-        (Some(bits), _) => b.fingerprint_bits(bits),
-        (None, Some(rate)) => b.false_positive_rate(rate),
-        _ => b,
-    };
-    b.build().unwrap()
+        .false_positive_rate(rate)
+        .growable(true)
+        .build()
+        .unwrap()
 }
 
 /// Inserts `n` fresh items, growing the filter; returns them.
@@ -124,15 +121,6 @@ fn churn<S: BuildHasher>(
     ops
 }
 
-/// Sets the flag when dropped: a reader holds one, so that its panic stops the writers too.
-struct StopOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for StopOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-}
-
 /// Runs `writers` churning threads and `readers` checking threads on `f` for `RUN`.
 fn stress<S: BuildHasher + Sync>(
     f: &CuckooFilter<S>,
@@ -183,8 +171,8 @@ fn stress<S: BuildHasher + Sync>(
         ws.into_iter().map(|w| w.join().unwrap()).sum()
     });
     println!(
-        "{what}: {} levels, {} reader passes, {ops} writer ops",
-        f.levels(),
+        "{what}: {} doublings, {} reader passes, {ops} writer ops",
+        f.doublings(),
         passes.load(Ordering::Relaxed)
     );
     assert!(passes.load(Ordering::Relaxed) > 0);
@@ -194,23 +182,23 @@ fn stress<S: BuildHasher + Sync>(
     reader_pass(f, stable, &mut rng, &mut found, &format!("{what} after"));
 }
 
-/// Tiny grown filters of several shapes (narrow fingerprints, so collisions between the
-/// writers' items and the stable ones are common and removes take other items' copies), with
-/// stable items spread over several levels.
+/// Tiny grown filters of several shapes (narrow lanes, so collisions between the writers'
+/// items and the stable ones are common), with stable items stored before and after several
+/// doublings.
 #[test]
 fn stable_items_never_missed_under_churn_and_growth() {
     let s = seed("stable_items_never_missed_under_churn_and_growth");
     let mut rng = Rng::new(s);
-    for (cap, factor, bits, rate, writers, readers) in [
-        (1usize, 2u32, Some(4u32), None, 2usize, 2usize),
-        (2, 3, None, Some(0.2), 2, 1),
-        (3, 1, Some(5), None, 1, 2),
-        (1, 5, Some(8), None, 3, 1),
-        (2, 4, None, Some(0.05), 1, 1),
+    for (cap, rate, writers, readers) in [
+        (1usize, 0.5, 2usize, 2usize),
+        (2, 0.2, 2, 1),
+        (3, 0.3, 1, 2),
+        (1, 0.05, 3, 1),
+        (2, 0.01, 1, 1),
     ] {
-        let what = format!("cap {cap} × {factor} bits {bits:?} rate {rate:?}");
-        let f = grown(cap, factor, bits, rate);
-        // Stable items in several levels: some now, more after growth.
+        let what = format!("cap {cap} rate {rate}");
+        let f = grown(cap, rate);
+        // Stable items stored at several sizes: some now, more after growth.
         let mut stable = stable_items(&f, &mut rng, 40);
         let mut filler = Vec::new();
         for _ in 0..3 {
@@ -218,61 +206,51 @@ fn stable_items_never_missed_under_churn_and_growth() {
             stable.extend(stable_items(&f, &mut rng, 40));
         }
         // The filler items were only there to grow the filter: removing them (they are our own)
-        // takes newest matching copies, some of them the stable items' own.
+        // leaves the stable items spread over a grown table.
         for x in &filler {
             assert!(f.remove(x));
         }
         println!(
-            "{what}: {} stable items in {} levels",
+            "{what}: {} stable items, {} doublings",
             stable.len(),
-            f.levels()
+            f.doublings()
         );
-        let keep = if factor == 1 { 60 } else { 400 };
+        let keep = 400;
         stress(&f, &stable, s, writers, readers, keep, &what);
     }
 }
 
-/// Hot keys: a few stable items, each inserted once when a different level was the newest;
-/// writers insert and remove items with the *same* hash class (same high word, same top bits of
-/// the low word as some stable item, so the same key in every level, or only in the narrower
-/// older levels when widths grow), so their removes keep taking the newest matching copy while
-/// other copies sit in older levels, and a filler thread keeps adding levels. The stable items
+/// Hot keys: a few stable items, each inserted once at a different size of the table;
+/// writers insert and remove items with the *same* hash, or the same high word and top bits
+/// of the low word as some stable item (alike in many of their bits), so their removes keep
+/// taking matching copies, and a filler thread keeps the table doubling. The stable items
 /// must stay found; `count` of a stable item must stay at least 1 (it has a copy throughout).
 #[test]
-fn hot_keys_with_copies_in_many_levels_stay_found() {
-    let s = seed("hot_keys_with_copies_in_many_levels_stay_found");
+fn hot_keys_with_copies_at_many_sizes_stay_found() {
+    let s = seed("hot_keys_with_copies_at_many_sizes_stay_found");
     let mut rng = Rng::new(s);
-    for (cap, factor, bits, rate) in [
-        (1usize, 2u32, Some(8u32), None),
-        (2, 3, None, Some(0.2)),
-        (4, 1, Some(4), None),
-    ] {
-        let what = format!("hot: cap {cap} × {factor} bits {bits:?} rate {rate:?}");
-        let b = CuckooFilter::builder()
+    for (cap, rate) in [(1usize, 0.05), (2, 0.2), (4, 0.5)] {
+        let what = format!("hot: cap {cap} rate {rate}");
+        let f = CuckooFilter::builder()
             .capacity(cap)
-            .expansion(factor)
-            .max_levels(64)
-            .hasher(Identity);
-        let b = match (bits, rate) {
-            (Some(bits), _) => b.fingerprint_bits(bits),
-            (_, Some(rate)) => b.false_positive_rate(rate),
-            _ => b,
-        };
-        let f = b.build().unwrap();
+            .false_positive_rate(rate)
+            .growable(true)
+            .hasher(Identity)
+            .build()
+            .unwrap();
         // Stable hot items, one per growth stage.
         let mut stable = Vec::new();
         for stage in 0..4 {
             let y = rng.next_u64();
             f.insert(&y).unwrap();
             stable.push(y);
-            let target = f.levels() + 1 + stage;
-            while f.levels() < target {
+            let target = f.doublings() + 1 + stage;
+            while f.doublings() < target {
                 let _ = f.insert(&rng.next_u64());
             }
         }
-        // Items colliding with a stable one: same high word; the low word's top 9 bits kept
-        // (all the width of a level up to 9 bits wide; fewer than a wider level's), the rest
-        // random.
+        // Items alike a stable one: the same hash, or the same high word and the low word's
+        // top 9 bits, the rest random.
         let twin = |rng: &mut Rng, y: u64| -> u64 {
             let keep_low = rng.below(2) == 0; // the exact hash, or a narrower-only twin
             if keep_low {
@@ -322,12 +300,9 @@ fn hot_keys_with_copies_in_many_levels_stay_found() {
                         let x = rng.next_u64();
                         match f.insert(&x) {
                             Ok(()) => mine.push(x),
-                            Err(InsertError::MaxLevelsReached { .. }) | Err(InsertError::Full) => {
-                                for x in mine.drain(..) {
-                                    assert!(f.remove(&x));
-                                }
-                            }
-                            Err(_) => {}
+                            // A growable filter refuses only repeats of a hot key.
+                            Err(InsertError::ItemBucketsFull) => {}
+                            Err(e) => panic!("filler: {e}"),
                         }
                         if mine.len() > 30_000 {
                             for x in mine.drain(..) {
@@ -368,8 +343,8 @@ fn hot_keys_with_copies_in_many_levels_stay_found() {
             }
         });
         println!(
-            "{what}: {} levels, {} reader passes",
-            f.levels(),
+            "{what}: {} doublings, {} reader passes",
+            f.doublings(),
             passes.load(Ordering::Relaxed)
         );
         for y in stable {
@@ -388,9 +363,9 @@ fn hot_keys_with_copies_in_many_levels_stay_found() {
 #[test]
 fn published_items_found_while_insert_many_grows_the_filter() {
     let s = seed("published_items_found_while_insert_many_grows_the_filter");
-    for (cap, factor, bits) in [(1usize, 2u32, Some(4u32)), (1, 3, None), (2, 5, Some(8))] {
-        let what = format!("publish: cap {cap} × {factor} bits {bits:?}");
-        let f = grown(cap, factor, bits, None);
+    for (cap, rate) in [(1usize, 0.5), (1, 0.01), (2, 0.05)] {
+        let what = format!("publish: cap {cap} rate {rate}");
+        let f = grown(cap, rate);
         let published: Mutex<Vec<u64>> = Mutex::new(Vec::new());
         let stop = AtomicBool::new(false);
         let what = what.as_str();
@@ -441,7 +416,10 @@ fn published_items_found_while_insert_many_grows_the_filter() {
                 w.join().unwrap();
             }
             let rounds = rounds.unwrap_or_else(|e| std::panic::resume_unwind(e));
-            println!("{what}: {} levels, {rounds} reader rounds", f.levels());
+            println!(
+                "{what}: {} doublings, {rounds} reader rounds",
+                f.doublings()
+            );
         });
         let all = published.into_inner().unwrap();
         let mut found = Vec::new();
@@ -456,7 +434,7 @@ fn published_items_found_while_insert_many_grows_the_filter() {
 fn snapshots_and_clones_during_churn_hold_stable_items() {
     let s = seed("snapshots_and_clones_during_churn_hold_stable_items");
     let mut rng = Rng::new(s);
-    let f = grown(1, 2, Some(5), None);
+    let f = grown(1, 0.3);
     let stable = stable_items(&f, &mut rng, 300);
     let probes: Vec<u64> = (0..5_000).map(|_| rng.next_u64()).collect();
     let stop = AtomicBool::new(false);
@@ -476,9 +454,9 @@ fn snapshots_and_clones_during_churn_hold_stable_items() {
             let copies = [CuckooFilter::from_bytes(&f.to_bytes()).unwrap(), f.clone()];
             for (k, g) in copies.iter().enumerate() {
                 let what = format!(
-                    "snapshot {snaps} ({}) of {} levels",
+                    "snapshot {snaps} ({}) of {} doublings",
                     ["bytes", "clone"][k],
-                    g.levels()
+                    g.doublings()
                 );
                 for y in &stable {
                     assert!(g.contains(y), "{what}: stable {y:#x} missing");
@@ -494,126 +472,9 @@ fn snapshots_and_clones_during_churn_hold_stable_items() {
         }
         stop.store(true, Ordering::Relaxed);
         let ops: usize = writers.into_iter().map(|w| w.join().unwrap()).sum();
-        println!("{snaps} snapshots, {ops} writer ops, {} levels", f.levels());
+        println!(
+            "{snaps} snapshots, {ops} writer ops, {} doublings",
+            f.doublings()
+        );
     });
-}
-
-/// Stable items in the newest level of a filter that cannot grow any more (`max_levels`
-/// reached), kept just under full by writers that insert fresh items and remove their own:
-/// every insert kicks fingerprints (stable ones among them) between their two buckets,
-/// so the one-pass lookup's loads of a stable item's buckets keep racing with moves of its
-/// fingerprint; only the stripe validation (then the level's own lookup) saves it.
-#[test]
-fn stable_items_in_a_full_newest_level_survive_kicks() {
-    let s = seed("stable_items_in_a_full_newest_level_survive_kicks");
-    let mut rng = Rng::new(s);
-    for (cap, factor, bits, max, writers, readers) in [
-        (16usize, 2u32, Some(8u32), 3u32, 1usize, 1usize),
-        (8, 3, Some(4), 4, 1, 1),
-        (40, 2, None, 6, 2, 1),
-        (1, 2, Some(16), 9, 1, 2),
-    ] {
-        let what = format!("full: cap {cap} × {factor} bits {bits:?} max {max}");
-        let b = CuckooFilter::builder()
-            .capacity(cap)
-            .expansion(factor)
-            .max_levels(max);
-        let f = match bits {
-            Some(bits) => b.fingerprint_bits(bits),
-            None => b,
-        }
-        .build()
-        .unwrap();
-        // Fill to the last level, then stable items into it, then fill it to the brim.
-        let mut filler = Vec::new();
-        while f.levels() < max as usize {
-            let x = rng.next_u64();
-            if f.insert(&x).is_ok() {
-                filler.push(x);
-            }
-        }
-        let stable = stable_items(&f, &mut rng, 64.min(cap * 4));
-        loop {
-            let x = rng.next_u64();
-            match f.insert(&x) {
-                Ok(()) => filler.push(x),
-                Err(InsertError::ItemBucketsFull) => {}
-                Err(_) => break,
-            }
-        }
-        let newest = f.level_stats().pop().unwrap();
-        println!(
-            "{what}: {} levels, newest {}/{} slots, {} stable",
-            f.levels(),
-            newest.len,
-            newest.slots,
-            stable.len()
-        );
-        let stop = AtomicBool::new(false);
-        let passes = AtomicUsize::new(0);
-        let kicks = AtomicUsize::new(0);
-        let (f, stable, what) = (&f, &stable, what.as_str());
-        // The writers share the filler items out; each replaces its own, one at a time.
-        let shares: Vec<Vec<u64>> = (0..writers)
-            .map(|w| filler.iter().skip(w).step_by(writers).copied().collect())
-            .collect();
-        std::thread::scope(|sc| {
-            for (w, mut mine) in shares.into_iter().enumerate() {
-                let (stop, kicks) = (&stop, &kicks);
-                // 1 % of the newest level's slots below full, shared out.
-                let target = mine.len().saturating_sub(newest.slots / 100 / writers + 1);
-                sc.spawn(move || {
-                    let mut rng = Rng::new(s ^ (0x7000 + w as u64));
-                    let mut n = 0;
-                    while !stop.load(Ordering::Relaxed) {
-                        // A fresh item in; one of ours out when it did not fit or when we
-                        // hold more than our share: the newest level stays just under full,
-                        // where most inserts succeed but only after kicks.
-                        let y = rng.next_u64();
-                        let fits = f.insert(&y).is_ok();
-                        if fits {
-                            mine.push(y);
-                        }
-                        if (!fits || mine.len() > target) && !mine.is_empty() {
-                            let i = rng.below(mine.len() as u64) as usize;
-                            let x = mine.swap_remove(i);
-                            assert!(f.remove(&x), "{what}: own {x:#x} not removed");
-                        }
-                        n += 1;
-                    }
-                    kicks.fetch_add(n, Ordering::Relaxed);
-                });
-            }
-            for r in 0..readers {
-                let (stop, passes) = (&stop, &passes);
-                sc.spawn(move || {
-                    // Stops the writers however this reader ends (a failed assertion too).
-                    let _stop = StopOnDrop(stop);
-                    let mut found = Vec::new();
-                    let t0 = Instant::now();
-                    while t0.elapsed() < RUN {
-                        for y in stable {
-                            assert!(f.contains(y), "{what} reader {r}: stable {y:#x} missed");
-                        }
-                        f.contains_many(stable, &mut found);
-                        if let Some(i) = found.iter().position(|&b| !b) {
-                            panic!(
-                                "{what} reader {r}: stable {:#x} missed by contains_many",
-                                stable[i]
-                            );
-                        }
-                        passes.fetch_add(1, Ordering::Relaxed);
-                    }
-                });
-            }
-        });
-        println!(
-            "{what}: {} reader passes, {} replacements",
-            passes.load(Ordering::Relaxed),
-            kicks.load(Ordering::Relaxed)
-        );
-        for y in stable {
-            assert!(f.contains(y));
-        }
-    }
 }

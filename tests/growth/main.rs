@@ -1,20 +1,17 @@
-//! Growing filters: levels added instead of failed inserts, the key mapping of nested levels,
-//! lookups and removes in grown filters, alone and under threads.
+//! Growable filters: a table that doubles in place instead of failing inserts; every item is
+//! found through every doubling, alone and under threads; removes, hot keys, limits and the
+//! standard traits.
 
 #[path = "../common/mod.rs"]
 mod common;
 #[path = "../common/format_model.rs"]
 mod format_model;
+#[path = "../common/growable.rs"]
+mod growable_sizes;
 
-mod expanding;
-mod expanding_api;
+mod api;
+mod doubling;
 mod growing;
-mod level_keys;
-mod lookup_oracle;
 mod lookup_stress;
 mod lookups;
-mod model;
-mod narrowing;
-mod release;
 mod remove;
-mod shapes;

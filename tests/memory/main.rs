@@ -8,6 +8,8 @@ mod common;
 mod counting_alloc;
 #[path = "../common/format_model.rs"]
 mod format_model;
+#[path = "../common/growable.rs"]
+mod growable_sizes;
 #[path = "../redisbloom/serial_model.rs"]
 mod serial_model;
 

@@ -46,53 +46,46 @@ fn read_from_copies_a_snapshot_a_bounded_number_of_times() {
     );
 }
 
-/// A one-level snapshot of a filter that may grow 65,536-fold in one step, with 16-bit
-/// fingerprints in every level: level 1 then has exactly 2^16 times level 0's buckets.
-fn snapshot_and_level_1_buckets() -> (Vec<u8>, u64) {
+/// Words of a growable filter's snapshot header (FORMAT.md).
+const HEADER_WORDS: usize = 11;
+
+/// The bucket count a forged header claims: 2^32 buckets of 4 lanes, 16 GiB of lanes or more.
+const CLAIMED_BUCKETS: u64 = 1 << 32;
+
+/// A growable filter's snapshot header claiming a first table of `buckets` buckets, with
+/// nothing after it (no table, no checksum).
+fn claim_a_table(buckets: u64) -> Vec<u8> {
     let filter = CuckooFilter::builder()
-        .capacity(50_000)
-        .fingerprint_bits(16)
-        .expansion(1 << 16)
-        .max_levels(2)
+        .capacity(10)
+        .growable(true)
         .build()
         .unwrap();
-    let level_0_buckets = filter.slots() as u64 / 4;
-    (filter.to_bytes(), level_0_buckets << 16)
-}
-
-/// `snapshot` with its checksum cut off and a second level announced: the level count (bytes
-/// 28..32) set to 2, and a level header of `buckets` 16-bit buckets appended.
-fn claim_a_second_level(mut snapshot: Vec<u8>, buckets: u64) -> Vec<u8> {
-    snapshot.truncate(snapshot.len() - 8);
-    snapshot[28..32].copy_from_slice(&2u32.to_le_bytes());
-    snapshot.extend_from_slice(&16u64.to_le_bytes());
-    snapshot.extend_from_slice(&buckets.to_le_bytes());
-    snapshot.extend_from_slice(&0u64.to_le_bytes());
-    snapshot
+    let mut words: Vec<u64> = filter
+        .to_bytes()
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    words.truncate(HEADER_WORDS);
+    // The first table's buckets (word 4).
+    words[4] = buckets;
+    words.iter().flat_map(|w| w.to_le_bytes()).collect()
 }
 
 #[test]
 fn a_claimed_table_is_allocated_only_as_its_bytes_arrive() {
     let _one = one_at_a_time();
-    let (snapshot, buckets) = snapshot_and_level_1_buckets();
-    println!(
-        "level 1 claims {buckets} buckets ({} GiB)",
-        (buckets * 8) >> 30
-    );
-    assert!(
-        buckets * 8 >= 4 << 30,
-        "a claim far beyond this test's memory"
-    );
+    let buckets = CLAIMED_BUCKETS;
+    println!("the header claims {buckets} buckets");
 
-    // Nothing after the level header.
-    let forged = claim_a_second_level(snapshot.clone(), buckets);
+    // Nothing after the header.
+    let forged = claim_a_table(buckets);
     let (result, _, peak, largest) = measure(|| CuckooFilter::read_from(&forged[..]));
     println!("no data: {result:?}, peak {peak} bytes, largest request {largest}");
     assert!(matches!(result, Err(PersistError::Truncated)), "{result:?}");
     assert!(largest <= 2 * MIB, "asked for {largest} bytes at once");
 
     // 16 MiB of empty buckets, then the end: memory follows what was read.
-    let mut forged = claim_a_second_level(snapshot.clone(), buckets);
+    let mut forged = claim_a_table(buckets);
     let data = 16 * MIB;
     forged.resize(forged.len() + data, 0);
     let (result, _, peak, largest) = measure(|| CuckooFilter::read_from(&forged[..]));
@@ -104,8 +97,8 @@ fn a_claimed_table_is_allocated_only_as_its_bytes_arrive() {
     );
     assert!(peak <= 3 * data + 4 * MIB, "peak {peak} after {data} bytes");
 
-    // A bucket count beyond any table is refused from the level header alone.
-    let forged = claim_a_second_level(snapshot, 1 << 60);
+    // A bucket count beyond any table is refused from the header alone.
+    let forged = claim_a_table(1 << 60);
     let (result, _, peak, largest) = measure(|| CuckooFilter::read_from(&forged[..]));
     assert!(
         matches!(result, Err(PersistError::InvalidParameter { .. })),
@@ -114,17 +107,16 @@ fn a_claimed_table_is_allocated_only_as_its_bytes_arrive() {
     assert!(largest <= 2 * MIB && peak <= 2 * MIB, "{largest} {peak}");
 }
 
-/// A claimed level fed data just around each doubling of its room (1 MiB, 2 MiB, 4 MiB, a
+/// A claimed table fed data just around each doubling of its room (1 MiB, 2 MiB, 4 MiB, a
 /// word either side): the room asked for stays within twice what was supplied plus the first
 /// 1 MiB step; the peak within three times (old and new block side by side while this test's
 /// copying allocator reallocates) plus 2 MiB.
 #[test]
 fn a_claimed_table_gets_room_for_at_most_twice_its_bytes_around_each_doubling() {
     let _one = one_at_a_time();
-    let (snapshot, buckets) = snapshot_and_level_1_buckets();
     for step in [MIB, 2 * MIB, 4 * MIB] {
         for data in [step - 8, step, step + 8] {
-            let mut forged = claim_a_second_level(snapshot.clone(), buckets);
+            let mut forged = claim_a_table(CLAIMED_BUCKETS);
             forged.resize(forged.len() + data, 0);
             let (result, _, peak, largest) = measure(|| CuckooFilter::read_from(&forged[..]));
             println!("{data} bytes of data: peak {peak}, largest request {largest}");

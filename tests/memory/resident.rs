@@ -1,15 +1,11 @@
-//! The memory a filter keeps resident is the memory `memory_usage` reports: after `clear`,
-//! `shrink_to_fit`, a clone and a restore, the process's resident set grows by about that and no
+//! The memory a filter keeps resident is the memory `memory_usage` reports: after
+//! a doubling, a clone and a restore, the process's resident set grows by about that and no
 //! more. A new filter's table takes memory as items arrive (unless the builder prefaults it), as
-//! does an empty restored one. A growing filter prepares its next level ahead (a background thread allocates it and
-//! faults in its pages once the newest level is 90 % full); that level must not outlive a
-//! `clear` or a `shrink_to_fit` unseen.
+//! does an empty restored one.
 //!
 //! Measured as the process's resident set (Linux `/proc/self/status`), so the tests run one at
-//! a time, and margins are a few MiB against a prepared level of 67 MiB.
+//! a time, and margins are a few MiB against tables of tens of MiB.
 #![cfg(target_os = "linux")]
-
-use std::time::{Duration, Instant};
 
 use atomic_cuckoo::CuckooFilter;
 
@@ -17,53 +13,31 @@ use crate::common;
 use crate::counting_alloc::one_at_a_time;
 
 const MIB: usize = 1 << 20;
-/// What the resident set may exceed `memory_usage` by: huge-page rounding of a 2.1 MiB level
-/// (two 2 MiB pages), allocator caches, the test harness.
+/// What the resident set may exceed `memory_usage` by: huge-page rounding of the table's
+/// segments (a 2 MiB page each), allocator caches, the test harness.
 const SLACK: usize = 8 * MIB;
-/// Level 0's capacity; with expansion 32 the next level is 68 MiB of bucket words, large enough
-/// to be prepared ahead.
-const CAPACITY: usize = 1_000_000;
 
-fn growing_filter() -> CuckooFilter {
-    CuckooFilter::builder()
-        .capacity(CAPACITY)
-        .expansion(32)
+/// A growable filter grown through a few doublings to tens of MiB, the last one in progress.
+fn grown_filter() -> CuckooFilter {
+    let filter = CuckooFilter::builder()
+        .capacity(500_000)
+        // Wide lanes: tens of MiB from a few million items.
+        .false_positive_rate(1e-6)
+        .growable(true)
         .build()
-        .unwrap()
-}
-
-/// Fills `filter` to 95 % of its capacity, still on one level, and waits until the level it
-/// prepares ahead (32 × about 1.5 MiB) is resident: at least 40 MiB above `base` and its own memory,
-/// and no longer growing.
-fn fill_until_next_level_is_prepared(filter: &CuckooFilter, base: usize) {
-    let items = filter.capacity() as u64 * 95 / 100;
-    filter.insert_many(0..items).unwrap();
-    assert_eq!(
-        filter.levels(),
-        1,
-        "95 % of the first level's capacity fits in it"
-    );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut last = 0;
-    loop {
-        let held = common::resident().saturating_sub(base);
-        if held >= filter.memory_usage() + 40 * MIB && held == last {
-            println!(
-                "filled: {} MiB resident above the start, memory_usage {} MiB",
-                held / MIB,
-                filter.memory_usage() / MIB
-            );
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the next level was not prepared: {held} bytes resident above the start, \
-             memory_usage {}",
-            filter.memory_usage()
-        );
-        last = held;
-        std::thread::sleep(Duration::from_millis(50));
+        .unwrap();
+    let mut i = 0u64;
+    while filter.doublings() < 3 || !filter.is_doubling() {
+        filter.insert(&i).unwrap();
+        i += 1;
     }
+    println!(
+        "{i} items, {} doublings, memory_usage {} MiB",
+        filter.doublings(),
+        filter.memory_usage() / MIB
+    );
+    assert!(filter.memory_usage() >= 12 * MIB);
+    filter
 }
 
 /// Asserts that the resident set grew by at most `filter`'s `memory_usage` (plus `SLACK`) since
@@ -81,42 +55,11 @@ fn assert_resident_is_counted(what: &str, filter: &CuckooFilter, base: usize) {
 }
 
 #[test]
-fn clear_frees_the_level_prepared_ahead() {
-    let _one = one_at_a_time();
-    let fresh = growing_filter().memory_usage();
-    let base = common::resident();
-    let filter = growing_filter();
-    fill_until_next_level_is_prepared(&filter, base);
-    filter.clear();
-    assert_eq!(
-        filter.memory_usage(),
-        fresh,
-        "a cleared filter counts as a fresh one"
-    );
-    assert_resident_is_counted("after clear", &filter, base);
-    // It prepares again when it fills again, and frees that again.
-    fill_until_next_level_is_prepared(&filter, base);
-    filter.clear();
-    assert_resident_is_counted("after the second clear", &filter, base);
-}
-
-#[test]
-fn shrink_to_fit_frees_the_level_prepared_ahead() {
-    let _one = one_at_a_time();
-    let base = common::resident();
-    let mut filter = growing_filter();
-    fill_until_next_level_is_prepared(&filter, base);
-    filter.shrink_to_fit();
-    assert_eq!(filter.levels(), 1);
-    assert_resident_is_counted("after shrink_to_fit", &filter, base);
-}
-
-#[test]
-fn copies_hold_only_the_levels_they_count() {
+fn a_grown_filter_and_its_copies_hold_only_what_they_count() {
     let _one = one_at_a_time();
     let start = common::resident();
-    let filter = growing_filter();
-    fill_until_next_level_is_prepared(&filter, start);
+    let filter = grown_filter();
+    assert_resident_is_counted("grown", &filter, start);
     let bytes = filter.to_bytes();
 
     let base = common::resident();

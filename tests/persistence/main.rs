@@ -5,10 +5,11 @@
 mod common;
 #[path = "../common/format_model.rs"]
 mod format_model;
+#[path = "../common/growable.rs"]
+mod growable_sizes;
 mod watchdog;
 
-mod expanding;
-mod grown_snapshots;
+mod growable;
 mod save_chaos;
 mod save_corners;
 mod save_freeze;

@@ -235,7 +235,7 @@ fn every_snapshot_taken_during_inserts_holds_the_items_inserted_before_the_save_
     let fixed = CuckooFilter::with_capacity(300_000);
     let growing = CuckooFilter::builder()
         .capacity(2_000)
-        .expansion(2)
+        .growable(true)
         .build()
         .unwrap();
     for (name, filter, items) in [
@@ -344,9 +344,9 @@ fn every_snapshot_taken_during_inserts_holds_the_items_inserted_before_the_save_
         }
         println!(
             "{name}: {} snapshots, {during} of them begun while writers were inserting; {} \
-             levels; {} problems",
+             doublings; {} problems",
             snapshots.len(),
-            filter.levels(),
+            filter.doublings(),
             bad.len()
         );
         assert!(

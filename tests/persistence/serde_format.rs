@@ -101,7 +101,7 @@ impl Serializer for BytesOnly {
 fn serde_round_trips_as_bytes_and_as_a_sequence_of_numbers() {
     let filter = CuckooFilter::builder()
         .capacity(500)
-        .expansion(2)
+        .growable(true)
         .build()
         .unwrap();
     for i in 0..2_000u32 {
@@ -114,7 +114,7 @@ fn serde_round_trips_as_bytes_and_as_a_sequence_of_numbers() {
         deserialize_from_numbers(&bytes).unwrap(),
     ] {
         assert_eq!(back.len(), 2_000);
-        assert_eq!(back.levels(), filter.levels());
+        assert_eq!(back.doublings(), filter.doublings());
         assert!((0..2_000u32).all(|i| back.contains(&i)));
         assert_eq!(back.to_bytes(), filter.to_bytes());
     }
@@ -139,29 +139,29 @@ fn serde_rejects_corrupt_snapshots() {
 }
 
 #[test]
-fn an_expanding_filter_serializes_as_its_snapshot_and_comes_back_validated() {
-    use atomic_cuckoo::ExpandingFilter;
-    let filter = ExpandingFilter::builder().capacity(100).build().unwrap();
+fn a_growable_filter_serializes_as_its_snapshot_and_comes_back_validated() {
+    let filter = CuckooFilter::builder()
+        .growable(true)
+        .capacity(100)
+        .build()
+        .unwrap();
     for i in 0..1_000u32 {
         filter.insert(&i).unwrap();
     }
     let bytes = serialize_to_bytes(&filter).unwrap();
     assert_eq!(bytes, filter.to_bytes(), "serializes as its snapshot");
-    let from_bytes = <ExpandingFilter>::deserialize(BytesDeserializer::<Error>::new(&bytes));
+    let from_bytes = <CuckooFilter>::deserialize(BytesDeserializer::<Error>::new(&bytes));
     let from_numbers =
-        <ExpandingFilter>::deserialize(SeqDeserializer::<_, Error>::new(bytes.iter().copied()));
+        <CuckooFilter>::deserialize(SeqDeserializer::<_, Error>::new(bytes.iter().copied()));
     for back in [from_bytes.unwrap(), from_numbers.unwrap()] {
+        assert!(back.is_growable());
         assert!((0..1_000u32).all(|i| back.contains(&i)));
         assert_eq!(back.to_bytes(), bytes);
     }
-    // A CuckooFilter's snapshot is not an ExpandingFilter's, and a corrupt one is refused.
-    let cuckoo = serialize_to_bytes(&CuckooFilter::with_capacity(10)).unwrap();
-    let err = <ExpandingFilter>::deserialize(BytesDeserializer::<Error>::new(&cuckoo)).unwrap_err();
-    assert!(err.to_string().contains("CuckooFilter snapshot"), "{err}");
+    // A corrupt one is refused.
     let mut corrupt = bytes.clone();
     *corrupt.last_mut().unwrap() ^= 1;
-    let err =
-        <ExpandingFilter>::deserialize(BytesDeserializer::<Error>::new(&corrupt)).unwrap_err();
+    let err = <CuckooFilter>::deserialize(BytesDeserializer::<Error>::new(&corrupt)).unwrap_err();
     assert!(err.to_string().contains("checksum"), "{err}");
 }
 
@@ -185,7 +185,6 @@ fn a_set_serializes_as_its_filters_snapshot_and_back() {
 #[test]
 fn serializing_a_filter_inside_its_own_save_is_an_error() {
     use crate::watchdog::{inside_own_save, Inside};
-    use atomic_cuckoo::ExpandingFilter;
     use std::sync::Arc;
 
     fn describe(serialized: Result<Vec<u8>, Error>) -> String {
@@ -213,15 +212,21 @@ fn serializing_a_filter_inside_its_own_save_is_an_error() {
     assert_refused("a CuckooFilter", &inside);
     assert!(saved.unwrap() == before);
 
-    let expanding = Arc::new(ExpandingFilter::builder().capacity(100).build().unwrap());
+    let expanding = Arc::new(
+        CuckooFilter::builder()
+            .growable(true)
+            .capacity(100)
+            .build()
+            .unwrap(),
+    );
     expanding.insert(&1u8).unwrap();
     let before = expanding.to_bytes();
     let (inside, saved) = inside_own_save(
         &expanding,
         |f, w| f.write_to(w),
-        |f: &ExpandingFilter| describe(serialize_to_bytes(f)),
+        |f: &CuckooFilter| describe(serialize_to_bytes(f)),
     )
-    .expect("DEADLOCK: an ExpandingFilter serialized inside its own save");
-    assert_refused("an ExpandingFilter", &inside);
+    .expect("DEADLOCK: a growable CuckooFilter serialized inside its own save");
+    assert_refused("a growable CuckooFilter", &inside);
     assert!(saved.unwrap() == before);
 }

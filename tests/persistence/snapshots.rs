@@ -11,16 +11,18 @@ use atomic_cuckoo::{CuckooFilter, PersistError};
 fn filled(
     capacity: usize,
     bits: u32,
-    expansion: u32,
+    growable: bool,
     items: usize,
     seed: u64,
 ) -> (CuckooFilter, Vec<u64>) {
-    let filter = CuckooFilter::builder()
-        .capacity(capacity)
-        .fingerprint_bits(bits)
-        .expansion(expansion)
-        .build()
-        .unwrap();
+    // A growable filter chooses its own lane width: `bits` is for the fixed one.
+    let builder = CuckooFilter::builder().capacity(capacity);
+    let filter = if growable {
+        builder.growable(true).build()
+    } else {
+        builder.fingerprint_bits(bits).build()
+    }
+    .unwrap();
     let keys = common::distinct_keys(seed, items);
     let mut kept = Vec::new();
     for (i, k) in keys.iter().enumerate() {
@@ -42,9 +44,15 @@ fn filled(
 fn assert_same(a: &CuckooFilter, b: &CuckooFilter, kept: &[u64]) {
     assert_eq!(a.len(), b.len());
     assert_eq!(a.capacity(), b.capacity());
-    assert_eq!(a.levels(), b.levels());
+    assert_eq!(a.is_growable(), b.is_growable());
+    assert_eq!(a.doublings(), b.doublings());
     assert_eq!(a.fingerprint_bits(), b.fingerprint_bits());
-    assert_eq!(a.memory_usage(), b.memory_usage());
+    if a.is_growable() {
+        // What finished doublings' bitmaps keep is not copied.
+        common::assert_memory_agrees("round trip", a, b);
+    } else {
+        assert_eq!(a.memory_usage(), b.memory_usage());
+    }
     assert!(
         kept.iter().all(|k| b.contains(k)),
         "an item was lost in the round trip"
@@ -61,10 +69,10 @@ fn assert_same(a: &CuckooFilter, b: &CuckooFilter, kept: &[u64]) {
 fn round_trip_for_every_width_with_and_without_growth() {
     let seed = common::seed("round trip");
     for bits in 4..=32 {
-        for expansion in [0, 2] {
-            let (filter, kept) = filled(300, bits, expansion, 2_000, seed ^ u64::from(bits));
-            if expansion > 0 {
-                assert!(filter.levels() > 1, "bits={bits}: did not grow");
+        for growable in [false, true] {
+            let (filter, kept) = filled(300, bits, growable, 2_000, seed ^ u64::from(bits));
+            if growable {
+                assert!(filter.doublings() > 0, "bits={bits}: did not grow");
             }
             let bytes = filter.to_bytes();
             assert_eq!(bytes.len(), filter.snapshot_size());
@@ -86,28 +94,26 @@ fn a_rate_driven_growing_filter_round_trips_and_keeps_growing() {
     let filter = CuckooFilter::builder()
         .capacity(100)
         .false_positive_rate(0.001)
-        .expansion(2)
-        .max_levels(20)
+        .growable(true)
         .build()
         .unwrap();
     for k in 0..5_000u32 {
         filter.insert(&k).unwrap();
     }
     let restored = CuckooFilter::from_bytes(&filter.to_bytes()).unwrap();
-    assert_eq!(restored.levels(), filter.levels());
-    let widths = |f: &CuckooFilter| {
-        f.level_stats()
-            .iter()
-            .map(|l| l.fingerprint_bits)
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(widths(&restored), widths(&filter));
+    assert!(restored.is_growable());
+    assert_eq!(restored.doublings(), filter.doublings());
+    assert_eq!(restored.fingerprint_bits(), filter.fingerprint_bits());
+    assert_eq!(
+        restored.target_false_positive_rate(),
+        filter.target_false_positive_rate()
+    );
     assert!((restored.false_positive_rate() - filter.false_positive_rate()).abs() < 1e-12);
     for k in 5_000..50_000u32 {
         restored.insert(&k).unwrap();
     }
     assert!(
-        restored.levels() > filter.levels(),
+        restored.doublings() > filter.doublings(),
         "the restored filter grows with the same plan"
     );
     assert!((0..50_000u32).all(|k| restored.contains(&k)));
@@ -116,7 +122,7 @@ fn a_rate_driven_growing_filter_round_trips_and_keeps_growing() {
 
 #[test]
 fn a_snapshot_can_be_followed_by_other_data_in_a_stream() {
-    let (filter, kept) = filled(500, 16, 0, 400, 3);
+    let (filter, kept) = filled(500, 16, false, 400, 3);
     let mut stream = filter.to_bytes();
     stream.extend_from_slice(b"next record");
     let mut reader = &stream[..];
@@ -130,11 +136,10 @@ fn a_snapshot_can_be_followed_by_other_data_in_a_stream() {
 }
 
 fn small_snapshot() -> Vec<u8> {
-    let (filter, _) = filled(24, 12, 2, 80, 11);
-    assert!(
-        filter.levels() >= 2,
-        "the small snapshot should have several levels"
-    );
+    // A fixed filter: the header offsets below are those of its format (FORMAT.md); the
+    // growable format's corruptions are tested in tests/persistence/expanding.rs.
+    let (filter, kept) = filled(100, 12, false, 60, 11);
+    assert!(kept.len() >= 40, "the small snapshot should hold items");
     filter.to_bytes()
 }
 
@@ -406,86 +411,70 @@ fn a_save_under_concurrent_writes_is_a_consistent_snapshot() {
 }
 
 /// Snapshots written by the build before bucket layouts were selectable (format version 2,
-/// every bucket one word), kept as files: they load with every item, as one-word filters that
-/// go on growing in that layout, and save again (as version 3) to the same filter.
+/// every bucket one word), kept as files: a fixed filter's loads with every item; a filter
+/// that grew by levels is a format this build no longer reads, refused by name.
 #[test]
-fn version_2_snapshots_load_with_every_item() {
+fn version_2_snapshots_load_with_every_item_and_grown_ones_are_a_retired_format() {
     let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/snapshots-v2");
-    // 1,000 items a level, doubling, 6,000 items in 3 levels (keys 0..6000).
-    let bytes = std::fs::read(format!("{data}/grown-1k-to-6k.snapshot")).unwrap();
+    // A fixed filter of 8-bit fingerprints (eight a word) holding 7i + 1 for i < 2000.
+    let bytes = std::fs::read(format!("{data}/fixed-8bit-2k.snapshot")).unwrap();
     assert_eq!(
         u16::from_le_bytes([bytes[8], bytes[9]]),
         2,
         "a version 2 file"
     );
-    let grown = CuckooFilter::from_bytes(&bytes).unwrap();
-    assert_eq!(grown.layout(), atomic_cuckoo::Layout::OneWord);
-    assert_eq!((grown.levels(), grown.len()), (3, 6_000));
-    assert!((0..6_000u64).all(|i| grown.contains(&i)));
-    let streamed = CuckooFilter::read_from(&bytes[..]).unwrap();
-    assert!((0..6_000u64).all(|i| streamed.contains(&i)));
-    // It grows on, and a save of it reloads to the same filter.
-    grown.insert_many(6_000..20_000u64).unwrap();
-    assert!(grown.levels() > 3);
-    let again = CuckooFilter::from_bytes(&grown.to_bytes()).unwrap();
-    assert_eq!(again.layout(), atomic_cuckoo::Layout::OneWord);
-    assert!((0..20_000u64).all(|i| again.contains(&i)));
-    assert_eq!(again.len(), 20_000);
+    for fixed in [
+        CuckooFilter::from_bytes(&bytes).unwrap(),
+        CuckooFilter::read_from(&bytes[..]).unwrap(),
+    ] {
+        assert_eq!(fixed.layout(), Layout::OneWord);
+        assert!(!fixed.is_growable());
+        assert_eq!((fixed.fingerprint_bits(), fixed.len()), (8, 2_000));
+        assert!((0..2_000u64).all(|i| fixed.contains(&(i * 7 + 1))));
+        // It saves again (as version 3) to the same filter.
+        let again = CuckooFilter::from_bytes(&fixed.to_bytes()).unwrap();
+        assert_eq!(again.len(), 2_000);
+        assert!((0..2_000u64).all(|i| again.contains(&(i * 7 + 1))));
+    }
 
-    // A fixed filter of 8-bit fingerprints (eight a word) holding 7i + 1 for i < 2000.
-    let bytes = std::fs::read(format!("{data}/fixed-8bit-2k.snapshot")).unwrap();
-    let fixed = CuckooFilter::from_bytes(&bytes).unwrap();
-    assert_eq!((fixed.fingerprint_bits(), fixed.len()), (8, 2_000));
-    assert!((0..2_000u64).all(|i| fixed.contains(&(i * 7 + 1))));
+    // 1,000 items a level, doubling, 6,000 items in 3 levels: a filter that grew by levels.
+    let bytes = std::fs::read(format!("{data}/grown-1k-to-6k.snapshot")).unwrap();
+    assert_retired(&bytes);
 }
 
-/// A packed, rate-driven growing filter saved by the build before the harmonic rate budget
-/// (`capacity(1000).false_positive_rate(0.01).expansion(2)`, keys 0..12000, 4 levels; width rule
-/// 2, the split budget). It loads with every item and the widths it was built with, grows on
-/// with that budget (the harmonic one would give level 4 14 bits, not 15), and saves and loads
-/// again as the same filter.
+/// Asserts that `bytes` (a snapshot of a filter that grew by levels) is refused as a retired
+/// format, whole and streamed, and not as a corrupt snapshot.
+fn assert_retired(bytes: &[u8]) {
+    for (how, result) in [
+        ("from_bytes", CuckooFilter::from_bytes(bytes)),
+        ("read_from", CuckooFilter::read_from(bytes)),
+    ] {
+        match result {
+            Err(PersistError::RetiredFormat { written_by }) => {
+                assert!(written_by.contains("level"), "{how}: {written_by}")
+            }
+            other => panic!("{how}: {:?}", other.map(|f| f.len())),
+        }
+    }
+}
+
+/// A packed, rate-driven filter that grew by levels, saved in format version 3
+/// (`capacity(1000).false_positive_rate(0.01).expansion(2)`, keys 0..12000, 4 levels): a
+/// retired format, refused by name; so is the same header with every factor and level count
+/// that means growth by levels.
 #[test]
-fn a_snapshot_of_the_split_rate_budget_loads_and_grows_on_with_it() {
+fn a_version_3_snapshot_of_a_filter_grown_by_levels_is_a_retired_format() {
     let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/snapshots-v3");
     let bytes = std::fs::read(format!("{data}/grown-packed-1k-to-12k.snapshot")).unwrap();
-    assert_eq!(
-        u32::from_le_bytes(bytes[12..16].try_into().unwrap()),
-        2,
-        "width rule 2"
-    );
-    let grown = CuckooFilter::from_bytes(&bytes).unwrap();
-    let widths = |f: &CuckooFilter| -> Vec<u32> {
-        f.level_stats().iter().map(|l| l.fingerprint_bits).collect()
-    };
-    assert_eq!(grown.layout(), Layout::Packed);
-    assert_eq!((grown.levels(), grown.len()), (4, 12_000));
-    assert_eq!(widths(&grown), [12, 13, 14, 14]);
-    assert!((0..12_000u64).all(|i| grown.contains(&i)));
-    grown.insert_many(12_000..40_000u64).unwrap();
-    assert_eq!(widths(&grown)[4..], [15, 15]);
-    let again = CuckooFilter::from_bytes(&grown.to_bytes()).unwrap();
-    assert_eq!(widths(&again), widths(&grown));
-    assert!((0..40_000u64).all(|i| again.contains(&i)));
-
-    // A filter built now with the same settings splits the rate the harmonic way.
-    let fresh = CuckooFilter::builder()
-        .capacity(1_000)
-        .false_positive_rate(0.01)
-        .expansion(2)
-        .build()
-        .unwrap();
-    fresh.insert_many(0..40_000u64).unwrap();
-    assert_eq!(widths(&fresh), [12, 13, 14, 14, 14, 14]);
-    let saved = fresh.to_bytes();
-    assert_eq!(
-        u32::from_le_bytes(saved[12..16].try_into().unwrap()),
-        3,
-        "width rule 3"
-    );
-    assert_eq!(
-        widths(&CuckooFilter::from_bytes(&saved).unwrap()),
-        widths(&fresh)
-    );
+    assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), 3);
+    assert_retired(&bytes);
+    let words = words_of(&bytes);
+    for factor in [1u64, 2, 16] {
+        let mut w = words.clone();
+        // Word 2: fingerprint bits (low half) and expansion factor (high half).
+        w[2] = w[2] & 0xFFFF_FFFF | factor << 32;
+        assert_retired(&resealed(w));
+    }
 }
 
 /// Version 2 builds knew width rules 1 and 2 only: a version 2 header naming rule 3 (the
@@ -535,23 +524,29 @@ fn layout_code(layout: Layout) -> u16 {
     }
 }
 
-/// A filter of `layout` with copies and removals, growing or not.
+/// A filter with copies and removals: fixed, of `layout` and `bits`, or growable (which packs
+/// its lanes and chooses their width itself, so `layout` and `bits` are not given to it).
 fn filled_in(
     layout: Layout,
     bits: Option<u32>,
     capacity: usize,
-    expansion: u32,
+    growable: bool,
     items: usize,
     seed: u64,
 ) -> (CuckooFilter, Vec<u64>) {
-    let mut b = CuckooFilter::builder()
-        .capacity(capacity)
-        .expansion(expansion)
-        .layout(layout);
-    if let Some(bits) = bits {
-        b = b.fingerprint_bits(bits);
-    }
-    let filter = b.build().unwrap();
+    let filter = if growable {
+        CuckooFilter::builder()
+            .capacity(capacity)
+            .growable(true)
+            .build()
+            .unwrap()
+    } else {
+        let mut b = CuckooFilter::builder().capacity(capacity).layout(layout);
+        if let Some(bits) = bits {
+            b = b.fingerprint_bits(bits);
+        }
+        b.build().unwrap()
+    };
     let mut kept = Vec::new();
     for (i, k) in common::distinct_keys(seed, items).iter().enumerate() {
         if filter.insert(k).is_err() {
@@ -615,10 +610,16 @@ fn every_layout_round_trips_at_every_width_with_and_without_growth() {
     let seed = common::seed("layout round trips");
     for layout in LAYOUTS {
         for bits in (4..=32).map(Some).chain([None]) {
-            for expansion in [0, 2] {
-                let (f, kept) = filled_in(layout, bits, 40, expansion, 300, seed);
+            for growable in [false, true] {
+                // A growable filter takes neither a layout nor a width: one case of it.
+                if growable && (layout != Layout::Packed || bits.is_some()) {
+                    continue;
+                }
+                let (f, kept) = filled_in(layout, bits, 40, growable, 300, seed);
                 let bytes = f.to_bytes();
-                assert_eq!(Snapshot::parse(&bytes).layout(), layout_code(layout));
+                if !growable {
+                    assert_eq!(Snapshot::parse(&bytes).layout(), layout_code(layout));
+                }
                 for g in [
                     CuckooFilter::from_bytes(&bytes).unwrap(),
                     CuckooFilter::read_from(&bytes[..]).unwrap(),
@@ -645,7 +646,7 @@ fn resealed_bit_flips_in_every_layout_give_errors_or_working_filters() {
     let mut outcomes: std::collections::BTreeMap<String, usize> = Default::default();
     for layout in LAYOUTS {
         for bits in [5, 8, 10, 12, 13, 17, 21, 32] {
-            let (f, kept) = filled_in(layout, Some(bits), 24, 2, 120, seed);
+            let (f, kept) = filled_in(layout, Some(bits), 100, false, 120, seed);
             let words = words_of(&f.to_bytes());
             let n = words.len() - 1;
             for _ in 0..150 {
@@ -675,7 +676,7 @@ fn a_changed_layout_code_is_refused_or_harmless() {
     for layout in LAYOUTS {
         for bits in [4, 5, 8, 9, 12, 16, 17, 32] {
             for capacity in [1, 10, 100] {
-                let (f, kept) = filled_in(layout, Some(bits), capacity, 2, 60, seed);
+                let (f, kept) = filled_in(layout, Some(bits), capacity, false, 60, seed);
                 let words = words_of(&f.to_bytes());
                 for code in [0u64, 1, 2, 3, 0x7FFF, 0xFFFF] {
                     if code == u64::from(layout_code(layout)) {
@@ -807,7 +808,7 @@ fn nonzero_bits_past_the_last_bucket_are_refused() {
 fn truncated_or_padded_snapshots_of_every_layout_are_refused() {
     for layout in LAYOUTS {
         for bits in [5, 10, 13, 21, 32] {
-            let (f, _) = filled_in(layout, Some(bits), 20, 2, 100, 7);
+            let (f, _) = filled_in(layout, Some(bits), 100, false, 100, 7);
             let bytes = f.to_bytes();
             for cut in [1, 7, 8, 9, 16, bytes.len() / 2, bytes.len() - 1] {
                 let short = &bytes[..bytes.len() - cut];
@@ -838,7 +839,7 @@ fn truncated_or_padded_snapshots_of_every_layout_are_refused() {
 /// flags is refused; with zero flags a one-word snapshot loads as version 2.
 #[test]
 fn a_version_2_header_with_nonzero_flags_is_refused() {
-    let (f, kept) = filled_in(Layout::OneWord, Some(12), 50, 2, 200, 3);
+    let (f, kept) = filled_in(Layout::OneWord, Some(12), 200, false, 200, 3);
     let words = words_of(&f.to_bytes());
     let mut v2 = words.clone();
     v2[1] = (v2[1] & !0xFFFF) | 2;
@@ -928,17 +929,13 @@ fn no_single_header_bit_flip_is_reported_as_trailing_bytes() {
 // ------------------------------------------------- attacks on the length and trailer checks
 
 /// Small snapshots of every shape the length check must get right: each layout at the widths
-/// at the edges, fixed and grown (several levels), empty, narrowed by `shrink_to_fit`, and
-/// with released older levels.
+/// at the edges, empty or not, and growable filters empty, doubled and mid-doubling.
 fn edge_snapshots() -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     for layout in LAYOUTS {
         for bits in [4, 5, 31, 32] {
-            for expansion in [0, 2] {
-                let items = if expansion == 0 { 60 } else { 120 };
-                let (f, _) = filled_in(layout, Some(bits), 12, expansion, items, 5);
-                out.push((format!("{layout:?} {bits} bits x{expansion}"), f.to_bytes()));
-            }
+            let (f, _) = filled_in(layout, Some(bits), 12, false, 60, 5);
+            out.push((format!("{layout:?} {bits} bits"), f.to_bytes()));
         }
         let empty = CuckooFilter::builder()
             .capacity(1)
@@ -946,32 +943,27 @@ fn edge_snapshots() -> Vec<(String, Vec<u8>)> {
             .build()
             .unwrap();
         out.push((format!("{layout:?} empty"), empty.to_bytes()));
-        // Grown, then emptied and narrowed: a level above only empty ones, narrower than its
-        // plan.
-        let mut narrowed = CuckooFilter::builder()
-            .capacity(10)
-            .expansion(2)
-            .false_positive_rate(0.01)
-            .layout(layout)
-            .build()
-            .unwrap();
-        narrowed.insert_many(0..60u64).unwrap();
-        (0..50u64).for_each(|i| assert!(narrowed.remove(&i)));
-        narrowed.shrink_to_fit();
-        out.push((format!("{layout:?} narrowed"), narrowed.to_bytes()));
-        // Grown, older levels emptied and released.
-        let released = CuckooFilter::builder()
-            .capacity(10)
-            .expansion(2)
-            .fingerprint_bits(16)
-            .layout(layout)
-            .build()
-            .unwrap();
-        released.insert_many(0..150u64).unwrap();
-        (0..60u64).for_each(|i| assert!(released.remove(&i)));
-        assert!(released.release_empty_levels() > 0);
-        out.push((format!("{layout:?} released"), released.to_bytes()));
     }
+    let growable = || {
+        CuckooFilter::builder()
+            .capacity(10)
+            .growable(true)
+            .build()
+            .unwrap()
+    };
+    out.push(("growable empty".into(), growable().to_bytes()));
+    let doubled = growable();
+    doubled.insert_many(0..120u64).unwrap();
+    doubled.finish_doubling();
+    assert!(doubled.doublings() > 0);
+    out.push(("growable doubled".into(), doubled.to_bytes()));
+    let mid = growable();
+    let mut i = 0u64;
+    while !mid.is_doubling() {
+        mid.insert(&i).unwrap();
+        i += 1;
+    }
+    out.push(("growable mid-doubling".into(), mid.to_bytes()));
     out
 }
 
@@ -979,7 +971,7 @@ fn edge_snapshots() -> Vec<(String, Vec<u8>)> {
 /// checksum is over every byte), and never `TrailingBytes` even with other bytes after the
 /// snapshot, and bytes appended to a valid snapshot are `TrailingBytes`
 /// from `from_bytes`, while `read_from` loads it and leaves them unread: in every layout, at
-/// the widths at the edges, fixed, grown, empty, narrowed and with released levels.
+/// the widths at the edges, fixed, growable, empty and mid-doubling.
 #[test]
 fn every_cut_flip_and_padding_of_edge_snapshots_gets_its_typed_error() {
     let mut flips = 0;
@@ -1054,24 +1046,26 @@ fn every_cut_flip_and_padding_of_edge_snapshots_gets_its_typed_error() {
     println!("{flips} single-bit flips, all refused");
 }
 
-/// A stream of snapshots, one after another, of both filter types: each `read_from` takes
+/// A stream of snapshots, one after another, of fixed and growable filters: each `read_from` takes
 /// exactly its own snapshot and the next one reads on from there; `from_bytes` of the whole
 /// stream is `TrailingBytes` with the length of what follows the first.
 #[test]
 fn snapshots_back_to_back_in_one_stream_are_read_one_at_a_time() {
-    let (a, kept_a) = filled_in(Layout::Compact, Some(9), 30, 2, 150, 21);
-    let b = atomic_cuckoo::ExpandingFilter::builder()
+    let (a, kept_a) = filled_in(Layout::Compact, Some(9), 30, false, 150, 21);
+    let b = CuckooFilter::builder()
         .capacity(16)
+        .growable(true)
         .build()
         .unwrap();
     (0..200u64).for_each(|i| b.insert(&i).unwrap());
-    let (c, kept_c) = filled_in(Layout::OneWord, None, 10, 0, 8, 22);
+    let (c, kept_c) = filled_in(Layout::OneWord, None, 10, false, 8, 22);
     let (sa, sb, sc) = (a.to_bytes(), b.to_bytes(), c.to_bytes());
     let stream: Vec<u8> = [&sa[..], &sb[..], &sc[..], &sa[..]].concat();
     let mut reader = &stream[..];
     let ra = CuckooFilter::read_from(&mut reader).unwrap();
     assert_eq!(reader.len(), stream.len() - sa.len());
-    let rb = atomic_cuckoo::ExpandingFilter::read_from(&mut reader).unwrap();
+    let rb = CuckooFilter::read_from(&mut reader).unwrap();
+    assert!(rb.is_growable() && rb.doublings() == b.doublings());
     let rc = CuckooFilter::read_from(&mut reader).unwrap();
     let ra2 = CuckooFilter::read_from(&mut reader).unwrap();
     assert!(reader.is_empty());
@@ -1087,27 +1081,18 @@ fn snapshots_back_to_back_in_one_stream_are_read_one_at_a_time() {
         CuckooFilter::from_bytes(&stream),
         Err(PersistError::TrailingBytes { extra }) if extra == stream.len() - sa.len()
     ));
-    // The other type's snapshot first: named, whatever follows it.
+    // The growable filter's snapshot first: the rest is what follows it.
     assert!(matches!(
         CuckooFilter::from_bytes(&stream[sa.len()..]),
-        Err(PersistError::OtherFilterType {
-            written_by: "ExpandingFilter",
-            ..
-        })
-    ));
-    assert!(matches!(
-        atomic_cuckoo::ExpandingFilter::from_bytes(&stream),
-        Err(PersistError::OtherFilterType {
-            written_by: "CuckooFilter",
-            ..
-        })
+        Err(PersistError::TrailingBytes { extra }) if extra == stream.len() - sa.len() - sb.len()
     ));
 }
 
-/// Every snapshot file that earlier builds wrote (format versions 2 and 3) still loads both
-/// ways after the length check against the plan; followed by other bytes it is
-/// `TrailingBytes` for `from_bytes` and loads from a stream that keeps them; cut short it is
-/// `Truncated`.
+/// Every snapshot file that earlier builds wrote (format versions 2 and 3) of a filter that
+/// did not grow by levels still loads both ways after the length check against the plan;
+/// followed by other bytes it is `TrailingBytes` for `from_bytes` and loads from a stream that
+/// keeps them; cut short it is `Truncated`. Those of filters grown by levels are a retired
+/// format.
 #[test]
 fn every_stored_old_snapshot_passes_the_new_length_checks() {
     let mut files = 0;
@@ -1118,6 +1103,16 @@ fn every_stored_old_snapshot_passes_the_new_length_checks() {
             let bytes = std::fs::read(&path).unwrap();
             let name = path.display();
             files += 1;
+            if path
+                .file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("grown-")
+            {
+                assert_retired(&bytes);
+                continue;
+            }
             let whole = CuckooFilter::from_bytes(&bytes)
                 .unwrap_or_else(|e| panic!("{name}: from_bytes: {e}"));
             let streamed =
@@ -1155,17 +1150,17 @@ fn every_stored_old_snapshot_passes_the_new_length_checks() {
 /// snapshots of earlier versions report theirs (`None` for a fixed width).
 #[test]
 fn the_target_rate_survives_snapshots_bit_for_bit() {
-    for (rate, expansion) in [
-        (0.012_345_678_9, 0),
-        (1e-6, 2),
-        (1e-8, 0),
-        (0.5, 2),
-        (0.3, 0),
+    for (rate, growable) in [
+        (0.012_345_678_9, false),
+        (1e-6, true),
+        (1e-8, false),
+        (0.5, true),
+        (0.3, false),
     ] {
         let f = CuckooFilter::builder()
             .capacity(50)
             .false_positive_rate(rate)
-            .expansion(expansion)
+            .growable(growable)
             .build()
             .unwrap();
         f.insert_many(0..200u64).ok();
@@ -1187,7 +1182,7 @@ fn the_target_rate_survives_snapshots_bit_for_bit() {
             .target_false_positive_rate(),
         None
     );
-    assert!(load("snapshots-v3/grown-packed-1k-to-12k.snapshot")
+    assert!(load("snapshots-v3/static-packed-rate-1pct-1000.snapshot")
         .unwrap()
         .target_false_positive_rate()
         .is_some_and(|r| (r - 0.01).abs() < 1e-12));
@@ -1221,13 +1216,14 @@ impl std::io::Read for Trickle<'_> {
 }
 
 /// `read_from` over a reader that returns a few bytes a call still stops exactly at each
-/// snapshot's end (two snapshots of both types in a row, then other data), and a reader that
+/// snapshot's end (fixed and growable snapshots in a row, then other data), and a reader that
 /// fails partway is `Io`, never a panic or a filter.
 #[test]
 fn read_from_a_trickling_stream_stops_exactly_at_each_snapshot() {
-    let (a, kept) = filled_in(Layout::Packed, Some(13), 40, 2, 200, 31);
-    let b = atomic_cuckoo::ExpandingFilter::builder()
+    let (a, kept) = filled_in(Layout::Packed, Some(13), 40, false, 200, 31);
+    let b = CuckooFilter::builder()
         .capacity(10)
+        .growable(true)
         .build()
         .unwrap();
     (0..100u64).for_each(|i| b.insert(&i).unwrap());
@@ -1242,7 +1238,7 @@ fn read_from_a_trickling_stream_stops_exactly_at_each_snapshot() {
         };
         let first = CuckooFilter::read_from(&mut r).unwrap();
         assert_eq!(r.given, sa.len(), "step {step}");
-        let second = atomic_cuckoo::ExpandingFilter::read_from(&mut r).unwrap();
+        let second = CuckooFilter::read_from(&mut r).unwrap();
         assert_eq!(r.given, sa.len() + sb.len(), "step {step}");
         let third = CuckooFilter::read_from(&mut r).unwrap();
         assert_eq!(r.data, b"tail", "step {step}");
@@ -1319,7 +1315,7 @@ fn static_snapshots_of_every_layout_and_width_load_with_every_item_and_save_the_
             );
             assert_eq!(filter.target_false_positive_rate(), rate, "{file} ({how})");
             assert_eq!(filter.len() as u64, items, "{file} ({how})");
-            assert_eq!(filter.levels(), 1, "{file} ({how})");
+            assert!(!filter.is_growable(), "{file} ({how})");
             let missing = (0..items)
                 .map(|i| i * 7 + 1)
                 .filter(|i| !filter.contains(i));

@@ -1,22 +1,25 @@
-//! `ExpandingFilter` snapshots: exact round trips (doublings in progress included), and every
-//! malformed, truncated, foreign or hostile input a typed error, never a panic or a big
-//! allocation.
+//! Growable `CuckooFilter` snapshots (the format the former `ExpandingFilter` wrote): exact
+//! round trips (doublings in progress included), and every malformed, truncated or hostile
+//! input a typed error, never a panic or a big allocation.
 
 use std::collections::hash_map::RandomState;
 
-use atomic_cuckoo::{CuckooFilter, ExpandingFilter, PersistError};
+use atomic_cuckoo::{CuckooFilter, PersistError};
+
+use crate::growable_sizes::GrowableSizes;
 
 use crate::common;
 use crate::format_model::checksum;
 use crate::watchdog::{inside_own_save, Refused};
 
-/// Header words (see FORMAT.md, "ExpandingFilter snapshots").
+/// Header words (see FORMAT.md, the growable filter's snapshots).
 const HEADER_WORDS: usize = 11;
 
 /// A filter with duplicates and removals, `items` inserts long; stops at the first refused
 /// insert. Returns the keys it still holds.
-fn filled(capacity: usize, rate: f64, items: usize, seed: u64) -> (ExpandingFilter, Vec<u64>) {
-    let filter = ExpandingFilter::builder()
+fn filled(capacity: usize, rate: f64, items: usize, seed: u64) -> (CuckooFilter, Vec<u64>) {
+    let filter = CuckooFilter::builder()
+        .growable(true)
         .capacity(capacity)
         .false_positive_rate(rate)
         .build()
@@ -39,13 +42,9 @@ fn filled(capacity: usize, rate: f64, items: usize, seed: u64) -> (ExpandingFilt
 }
 
 /// Inserts distinct keys until a doubling is in progress past `doublings` doublings.
-fn mid_doubling(
-    capacity: usize,
-    rate: f64,
-    doublings: u32,
-    seed: u64,
-) -> (ExpandingFilter, Vec<u64>) {
-    let filter = ExpandingFilter::builder()
+fn mid_doubling(capacity: usize, rate: f64, doublings: u32, seed: u64) -> (CuckooFilter, Vec<u64>) {
+    let filter = CuckooFilter::builder()
+        .growable(true)
         .capacity(capacity)
         .false_positive_rate(rate)
         .build()
@@ -62,12 +61,11 @@ fn mid_doubling(
 }
 
 /// Everything observable of `a` and `b` agrees, on `kept` and on as many absent keys.
-fn assert_same(a: &ExpandingFilter, b: &ExpandingFilter, kept: &[u64], seed: u64) {
+fn assert_same(a: &CuckooFilter, b: &CuckooFilter, kept: &[u64], seed: u64) {
     assert_eq!(a.len(), b.len());
     assert_eq!(a.capacity(), b.capacity());
     assert_eq!(a.buckets(), b.buckets());
     assert_eq!(a.doublings(), b.doublings());
-    assert_eq!(a.max_doublings(), b.max_doublings());
     assert_eq!(a.is_doubling(), b.is_doubling());
     assert_eq!(a.lane_bits(), b.lane_bits());
     assert_eq!(a.load_factor(), b.load_factor());
@@ -103,7 +101,7 @@ fn resealed(mut words: Vec<u64>) -> Vec<u8> {
 
 /// A small snapshot with every part: three doublings, the fourth in progress (a split bitmap),
 /// copies of exhausted entries at a coarse rate.
-fn small() -> (ExpandingFilter, Vec<u64>) {
+fn small() -> (CuckooFilter, Vec<u64>) {
     let (filter, mut kept) = mid_doubling(20, 0.2, 3, 17);
     // A few inserts more, so that the doubling has split a few buckets in order.
     for k in common::distinct_keys(18, 3) {
@@ -131,8 +129,8 @@ fn round_trip_at_several_sizes_and_rates() {
         }] {
             let bytes = f.to_bytes();
             assert_eq!(bytes.len(), f.snapshot_size());
-            let whole = ExpandingFilter::from_bytes(&bytes).unwrap();
-            let streamed = ExpandingFilter::read_from(&bytes[..]).unwrap();
+            let whole = CuckooFilter::from_bytes(&bytes).unwrap();
+            let streamed = CuckooFilter::read_from(&bytes[..]).unwrap();
             assert_same(f, &whole, &kept, seed);
             assert_same(f, &streamed, &kept, seed);
         }
@@ -146,8 +144,12 @@ fn round_trip_at_several_sizes_and_rates() {
 
 #[test]
 fn an_empty_filter_round_trips() {
-    let filter = ExpandingFilter::builder().capacity(1).build().unwrap();
-    let restored = ExpandingFilter::from_bytes(&filter.to_bytes()).unwrap();
+    let filter = CuckooFilter::builder()
+        .growable(true)
+        .capacity(1)
+        .build()
+        .unwrap();
+    let restored = CuckooFilter::from_bytes(&filter.to_bytes()).unwrap();
     assert_same(&filter, &restored, &[], 1);
 }
 
@@ -156,7 +158,7 @@ fn a_doubling_in_progress_round_trips_and_goes_on_identically() {
     let seed = common::seed("expanding mid-doubling");
     for (capacity, rate, doublings) in [(20, 0.2, 1), (2_000, 0.01, 2), (300, 0.001, 4)] {
         let (filter, kept) = mid_doubling(capacity, rate, doublings, seed);
-        let restored = ExpandingFilter::from_bytes(&filter.to_bytes()).unwrap();
+        let restored = CuckooFilter::from_bytes(&filter.to_bytes()).unwrap();
         assert!(restored.is_doubling());
         assert_same(&filter, &restored, &kept, seed);
         // The same inserts and removes split, kick and double the same way in both.
@@ -183,7 +185,7 @@ fn a_clone_and_its_restore_save_identically() {
     let (filter, kept) = mid_doubling(100, 0.01, 2, seed);
     let clone = filter.clone();
     assert_eq!(clone.to_bytes(), filter.to_bytes());
-    let restored = ExpandingFilter::from_bytes(&clone.to_bytes()).unwrap();
+    let restored = CuckooFilter::from_bytes(&clone.to_bytes()).unwrap();
     assert_same(&filter, &restored, &kept, seed);
     assert_same(&clone, &restored.clone(), &kept, seed);
 }
@@ -196,13 +198,13 @@ fn a_snapshot_can_be_followed_by_other_data_but_not_in_from_bytes() {
     let mut reader = &stream[..];
     assert_same(
         &filter,
-        &ExpandingFilter::read_from(&mut reader).unwrap(),
+        &CuckooFilter::read_from(&mut reader).unwrap(),
         &kept,
         3,
     );
     assert_same(
         &filter,
-        &ExpandingFilter::read_from(&mut reader).unwrap(),
+        &CuckooFilter::read_from(&mut reader).unwrap(),
         &kept,
         3,
     );
@@ -210,7 +212,7 @@ fn a_snapshot_can_be_followed_by_other_data_but_not_in_from_bytes() {
     for extra in [1, 7, 8, 100] {
         let padded = [bytes.as_slice(), &vec![0; extra]].concat();
         assert!(matches!(
-            ExpandingFilter::from_bytes(&padded),
+            CuckooFilter::from_bytes(&padded),
             Err(PersistError::TrailingBytes { extra: e }) if e == extra
         ));
     }
@@ -223,14 +225,14 @@ fn truncation_at_every_length_is_reported() {
         let prefix = &bytes[..len];
         assert!(
             matches!(
-                ExpandingFilter::from_bytes(prefix),
+                CuckooFilter::from_bytes(prefix),
                 Err(PersistError::Truncated)
             ),
             "from_bytes of {len} bytes"
         );
         assert!(
             matches!(
-                ExpandingFilter::read_from(prefix),
+                CuckooFilter::read_from(prefix),
                 Err(PersistError::Truncated)
             ),
             "read_from of {len} bytes"
@@ -246,11 +248,11 @@ fn every_single_bit_flip_is_rejected() {
             let mut corrupt = bytes.clone();
             corrupt[i] ^= 1 << bit;
             assert!(
-                ExpandingFilter::from_bytes(&corrupt).is_err(),
+                CuckooFilter::from_bytes(&corrupt).is_err(),
                 "byte {i} bit {bit}"
             );
             assert!(
-                ExpandingFilter::read_from(&corrupt[..]).is_err(),
+                CuckooFilter::read_from(&corrupt[..]).is_err(),
                 "byte {i} bit {bit}"
             );
         }
@@ -260,9 +262,9 @@ fn every_single_bit_flip_is_rejected() {
 
 /// Restores `bytes` both ways; a restored filter is used (lookups, inserts, removes, doublings,
 /// a save): none of it may panic. Returns the `from_bytes` result.
-fn restore_and_use(bytes: &[u8], probes: &[u64]) -> Result<ExpandingFilter, PersistError> {
-    let streamed = ExpandingFilter::read_from(bytes);
-    let whole = ExpandingFilter::from_bytes(bytes);
+fn restore_and_use(bytes: &[u8], probes: &[u64]) -> Result<CuckooFilter, PersistError> {
+    let streamed = CuckooFilter::read_from(bytes);
+    let whole = CuckooFilter::from_bytes(bytes);
     assert_eq!(
         streamed.is_ok(),
         whole.is_ok(),
@@ -279,7 +281,7 @@ fn restore_and_use(bytes: &[u8], probes: &[u64]) -> Result<ExpandingFilter, Pers
             let _ = f.remove(&(k ^ 1));
         }
         let _ = (f.capacity(), f.false_positive_rate(), f.load_factor());
-        ExpandingFilter::from_bytes(&f.to_bytes()).expect("a used restored filter restores");
+        CuckooFilter::from_bytes(&f.to_bytes()).expect("a used restored filter restores");
     }
     whole
 }
@@ -314,9 +316,9 @@ fn specific_corruptions_get_specific_errors() {
     let with = |i: usize, f: &dyn Fn(u64) -> u64| {
         let mut w = words.clone();
         w[i] = f(w[i]);
-        ExpandingFilter::from_bytes(&resealed(w))
+        CuckooFilter::from_bytes(&resealed(w))
     };
-    let invalid = |r: Result<ExpandingFilter, PersistError>, what: &str| match r {
+    let invalid = |r: Result<CuckooFilter, PersistError>, what: &str| match r {
         Err(PersistError::InvalidParameter { field }) if field.contains(what) => {}
         other => panic!("{what}: {other:?}"),
     };
@@ -355,19 +357,20 @@ fn specific_corruptions_get_specific_errors() {
     let mut emptied = words.clone();
     emptied[first_segment] &= !((1 << lane_bits) - 1);
     emptied[first_segment] |= 3;
-    invalid(ExpandingFilter::from_bytes(&resealed(emptied)), "marker");
+    invalid(CuckooFilter::from_bytes(&resealed(emptied)), "marker");
     // The checksum itself.
     let mut bytes = filter.to_bytes();
     *bytes.last_mut().unwrap() ^= 0x80;
     assert!(matches!(
-        ExpandingFilter::from_bytes(&bytes),
+        CuckooFilter::from_bytes(&bytes),
         Err(PersistError::ChecksumMismatch { .. })
     ));
 }
 
 #[test]
 fn restoring_with_another_hasher_is_refused() {
-    let filter = ExpandingFilter::builder()
+    let filter = CuckooFilter::builder()
+        .growable(true)
         .capacity(100)
         .hasher(RandomState::new())
         .build()
@@ -375,58 +378,40 @@ fn restoring_with_another_hasher_is_refused() {
     filter.insert("k").unwrap();
     let bytes = filter.to_bytes();
     assert!(matches!(
-        ExpandingFilter::from_bytes_with_hasher(&bytes, RandomState::new()),
+        CuckooFilter::from_bytes_with_hasher(&bytes, RandomState::new()),
         Err(PersistError::HasherMismatch)
     ));
     assert!(matches!(
-        ExpandingFilter::read_from_with_hasher(&bytes[..], RandomState::new()),
+        CuckooFilter::read_from_with_hasher(&bytes[..], RandomState::new()),
         Err(PersistError::HasherMismatch)
     ));
     assert!(matches!(
-        ExpandingFilter::from_bytes(&bytes),
+        CuckooFilter::from_bytes(&bytes),
         Err(PersistError::HasherMismatch)
     ));
-    let same = ExpandingFilter::from_bytes_with_hasher(&bytes, filter.hasher().clone()).unwrap();
+    let same = CuckooFilter::from_bytes_with_hasher(&bytes, filter.hasher().clone()).unwrap();
     assert!(same.contains("k"));
 }
 
-/// A snapshot of the other filter type is recognised by its magic bytes and refused with an
-/// error that names the type that wrote it and the functions that restore it.
+/// One type reads both formats: a fixed filter's snapshot restores as a fixed filter and a
+/// growable filter's as a growable one, both ways, with every item.
 #[test]
-fn a_snapshot_of_the_other_filter_type_is_refused_naming_both() {
-    let cuckoo = CuckooFilter::with_capacity(100);
-    cuckoo.insert(&1u64).unwrap();
-    let cuckoo = cuckoo.to_bytes();
-    let expanding = small().0.to_bytes();
-    let cases = [
-        ("CuckooFilter", ExpandingFilter::from_bytes(&cuckoo).err()),
-        (
-            "CuckooFilter",
-            ExpandingFilter::read_from(&cuckoo[..]).err(),
-        ),
-        (
-            "ExpandingFilter",
-            CuckooFilter::from_bytes(&expanding).err(),
-        ),
-        (
-            "ExpandingFilter",
-            CuckooFilter::read_from(&expanding[..]).err(),
-        ),
-    ];
-    for (written_by, error) in cases {
-        let error = error.expect("refused");
-        let message = error.to_string();
-        println!("{message}");
-        assert!(
-            message.contains(&format!("{written_by} snapshot"))
-                && message.contains(&format!("{written_by}::from_bytes"))
-                && message.contains(&format!("{written_by}::read_from")),
-            "{message:?}"
-        );
-        assert!(
-            matches!(error, PersistError::OtherFilterType { written_by: w, .. } if w == written_by),
-            "{error:?}"
-        );
+fn fixed_and_growable_snapshots_restore_as_their_own_kind() {
+    let fixed = CuckooFilter::with_capacity(100);
+    fixed.insert(&1u64).unwrap();
+    let (growable, kept) = small();
+    assert!(growable.is_growable() && !fixed.is_growable());
+    for (original, items) in [(&fixed, vec![1u64]), (&growable, kept)] {
+        let bytes = original.to_bytes();
+        for restored in [
+            CuckooFilter::from_bytes(&bytes).unwrap(),
+            CuckooFilter::read_from(&bytes[..]).unwrap(),
+        ] {
+            assert_eq!(restored.is_growable(), original.is_growable());
+            assert_eq!(restored.doublings(), original.doublings());
+            assert_eq!(restored.len(), original.len());
+            assert!(items.iter().all(|k| restored.contains(k)));
+        }
     }
 }
 
@@ -436,14 +421,15 @@ fn a_snapshot_of_the_other_filter_type_is_refused_naming_both() {
 /// allocates meanwhile is measured in the memory tests (`restore_heap.rs`).
 #[test]
 fn headers_claiming_huge_tables_are_refused_without_allocating_them() {
-    let filter = ExpandingFilter::builder()
+    let filter = CuckooFilter::builder()
+        .growable(true)
         .capacity(20)
-        .max_doublings(32)
         .build()
         .unwrap();
-    assert_eq!(filter.max_doublings(), 32);
     let words = words_of(&filter.to_bytes());
-    let max = u64::from(filter.max_doublings()) << 32;
+    // The planned doublings the header names (its high half); the doublings below may go
+    // past them, as the table does.
+    let max = words[2] & !0xFFFF_FFFF;
     for (base, doublings, split) in [
         (1u64 << 32, 0u64, false),
         (1 << 32, 20, false),
@@ -460,14 +446,14 @@ fn headers_claiming_huge_tables_are_refused_without_allocating_them() {
         let bytes = resealed(w);
         assert!(
             matches!(
-                ExpandingFilter::from_bytes(&bytes),
+                CuckooFilter::from_bytes(&bytes),
                 Err(PersistError::Truncated)
             ),
             "{base} {doublings}"
         );
         assert!(
             matches!(
-                ExpandingFilter::read_from(&bytes[..]),
+                CuckooFilter::read_from(&bytes[..]),
                 Err(PersistError::Truncated)
             ),
             "{base} {doublings}"
@@ -478,7 +464,7 @@ fn headers_claiming_huge_tables_are_refused_without_allocating_them() {
     w[2] = max | 32;
     w[4] = 1 << 32;
     assert!(matches!(
-        ExpandingFilter::from_bytes(&resealed(w)),
+        CuckooFilter::from_bytes(&resealed(w)),
         Err(PersistError::InvalidParameter {
             field: "table size"
         })
@@ -608,7 +594,7 @@ impl Layout {
 }
 
 /// Every observable answer of `a` and `b` agrees (a lighter `assert_same`, for many states).
-fn assert_agree(a: &ExpandingFilter, b: &ExpandingFilter, probes: &[u64], what: &str) {
+fn assert_agree(a: &CuckooFilter, b: &CuckooFilter, probes: &[u64], what: &str) {
     assert_eq!(a.len(), b.len(), "{what}: len");
     assert_eq!(a.capacity(), b.capacity(), "{what}: capacity");
     assert_eq!(a.doublings(), b.doublings(), "{what}: doublings");
@@ -629,12 +615,11 @@ fn assert_agree(a: &ExpandingFilter, b: &ExpandingFilter, probes: &[u64], what: 
 }
 
 /// Saves and restores `filter` (both ways) and checks the restore against it.
-fn restored(filter: &ExpandingFilter, probes: &[u64], what: &str) -> ExpandingFilter {
+fn restored(filter: &CuckooFilter, probes: &[u64], what: &str) -> CuckooFilter {
     let bytes = filter.to_bytes();
     assert_eq!(bytes.len(), filter.snapshot_size(), "{what}: snapshot_size");
-    let whole = ExpandingFilter::from_bytes(&bytes).unwrap_or_else(|e| panic!("{what}: {e:?}"));
-    let streamed =
-        ExpandingFilter::read_from(&bytes[..]).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+    let whole = CuckooFilter::from_bytes(&bytes).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+    let streamed = CuckooFilter::read_from(&bytes[..]).unwrap_or_else(|e| panic!("{what}: {e:?}"));
     assert_agree(filter, &whole, probes, what);
     assert_agree(filter, &streamed, probes, what);
     whole
@@ -643,7 +628,7 @@ fn restored(filter: &ExpandingFilter, probes: &[u64], what: &str) -> ExpandingFi
 /// The same operations on `a` and `b`, answers compared, with a save and restore of `a` every
 /// `every` operations replacing `b` (so a restore is checked in many states).
 fn drive_together(
-    a: &mut ExpandingFilter,
+    a: &mut CuckooFilter,
     rng: &mut common::Rng,
     ops: usize,
     every: usize,
@@ -692,37 +677,32 @@ fn drive_together(
 
 /// Restores match the saved filter, and go on identically, in many states: coarse rates with
 /// many doublings (entries that ran out of tail bits, and their copies, removed and not),
-/// doublings in progress, max_doublings 0 and 32, capacities 1 to 10, after clears.
+/// doublings in progress, capacities 1 to 10, after clears.
 #[test]
 fn attack_restores_agree_in_many_states_and_go_on_identically() {
     let seed = common::seed("attack expanding states");
     let mut rng = common::Rng::new(seed);
     let mut built = 0;
-    for (capacity, rate, max) in [
-        (1, 0.5, None),
-        (2, 0.4, Some(32)),
-        (3, 0.3, Some(0)),
-        (5, 0.5, Some(32)),
-        (7, 0.01, Some(0)),
-        (10, 0.35, None),
-        (4, 0.45, Some(32)),
-        (9, 0.001, Some(32)),
+    for (capacity, rate) in [
+        (1, 0.5),
+        (2, 0.4),
+        (3, 0.3),
+        (5, 0.5),
+        (7, 0.01),
+        (10, 0.35),
+        (4, 0.45),
+        (9, 0.001),
     ] {
-        let mut builder = ExpandingFilter::builder()
+        let builder = CuckooFilter::builder()
+            .growable(true)
             .capacity(capacity)
             .false_positive_rate(rate);
-        if let Some(m) = max {
-            builder = builder.max_doublings(m);
-        }
         let Ok(mut filter) = builder.build() else {
-            println!("capacity {capacity}, rate {rate}, max {max:?}: not buildable");
+            println!("capacity {capacity}, rate {rate}: not buildable");
             continue;
         };
         built += 1;
-        let what = format!(
-            "capacity {capacity}, rate {rate}, max {:?}",
-            filter.max_doublings()
-        );
+        let what = format!("capacity {capacity}, rate {rate}");
         drive_together(&mut filter, &mut rng, 1_500, 37, &what);
         println!(
             "{what}: {} items, {} doublings, doubling {}, fpr {}",
@@ -747,20 +727,16 @@ fn attack_mid_doubling_with_exhausted_entries_round_trips() {
     let seed = common::seed("attack exhausted mid-doubling");
     let mut rng = common::Rng::new(seed);
     let mut seen_exhausted = 0;
-    // At these rates, 7 or 8 planned doublings outlast the tail bits (a width of 6 tail bits,
-    // one doubling of slack): entries stored before the first doubling run out of bits.
-    for (rate, planned) in [(0.5, 7), (0.4, 8), (0.3, 7)] {
-        let filter = ExpandingFilter::builder()
+    // At these rates the entries have a few tail bits, and the table doubles past them:
+    // entries stored before the first doubling run out of bits.
+    for rate in [0.5, 0.4, 0.3] {
+        let filter = CuckooFilter::builder()
+            .growable(true)
             .capacity(8)
             .false_positive_rate(rate)
-            .max_doublings(planned)
             .build()
             .unwrap();
-        println!(
-            "rate {rate}: {} lane bits, max {}",
-            filter.lane_bits(),
-            filter.max_doublings()
-        );
+        println!("rate {rate}: {} lane bits", filter.lane_bits());
         let mut keys = Vec::new();
         let mut refused = 0;
         for i in 0..20_000 {
@@ -802,12 +778,12 @@ fn attack_mid_doubling_with_exhausted_entries_round_trips() {
 
 /// A doubling in progress at a coarse rate with an unsplit old bucket holding an entry with
 /// no tail bit left (so occupied > non-empty lanes), and its layout.
-fn exhausted_mid_doubling(seed: u64) -> (ExpandingFilter, Vec<u64>, Layout) {
+fn exhausted_mid_doubling(seed: u64) -> (CuckooFilter, Vec<u64>, Layout) {
     let mut rng = common::Rng::new(seed);
-    let filter = ExpandingFilter::builder()
+    let filter = CuckooFilter::builder()
+        .growable(true)
         .capacity(8)
         .false_positive_rate(0.5)
-        .max_doublings(7)
         .build()
         .unwrap();
     for _ in 0..20_000 {
@@ -838,19 +814,19 @@ fn attack_forged_fields_get_typed_errors() {
         let mut w = words.clone();
         f(&mut w);
         let bytes = resealed(w);
-        let streamed = ExpandingFilter::read_from(&bytes[..]);
-        let whole = ExpandingFilter::from_bytes(&bytes);
+        let streamed = CuckooFilter::read_from(&bytes[..]);
+        let whole = CuckooFilter::from_bytes(&bytes);
         assert_eq!(
             format!("{:?}", streamed.as_ref().err()),
             format!("{:?}", whole.as_ref().err())
         );
         whole
     };
-    let invalid = |r: Result<ExpandingFilter, PersistError>, what: &str| match r {
+    let invalid = |r: Result<CuckooFilter, PersistError>, what: &str| match r {
         Err(PersistError::InvalidParameter { field }) if field.contains(what) => {}
         other => panic!("{what}: {other:?}"),
     };
-    let mismatch = |r: Result<ExpandingFilter, PersistError>, what: &str| match r {
+    let mismatch = |r: Result<CuckooFilter, PersistError>, what: &str| match r {
         Err(PersistError::CountMismatch { what: w, .. }) if w.contains(what) => {}
         other => panic!("{what}: {other:?}"),
     };
@@ -869,7 +845,7 @@ fn attack_forged_fields_get_typed_errors() {
     }
     assert!(forge(&|w| w[3] = 1).is_err()); // 5e-324
                                             // Another rate, where this width is not the builder's.
-    invalid(forge(&|w| w[3] = 0.01f64.to_bits()), "not the builder's");
+    invalid(forge(&|w| w[3] = 1e-6f64.to_bits()), "not the builder's");
     // A lane width one off for the rate.
     for width in [layout.width - 1, layout.width + 1, 6, 33, 0, u32::MAX] {
         assert!(
@@ -880,13 +856,13 @@ fn attack_forged_fields_get_typed_errors() {
             "width {width}"
         );
     }
-    // Doublings past max_doublings; max_doublings other than the builder's.
-    invalid(forge(&|w| w[2] = 7 << 32 | 8), "doublings");
-    invalid(forge(&|w| w[2] = u64::from(layout.doublings)), "doublings");
+    // Doublings past the most a table holds; planned doublings other than the builder's.
+    invalid(forge(&|w| w[2] = w[2] & !0xFFFF_FFFF | 33), "doublings");
     invalid(
-        forge(&|w| w[2] = 8 << 32 | u64::from(layout.doublings)),
+        forge(&|w| w[2] = u64::from(layout.doublings)),
         "max_doublings",
     );
+    invalid(forge(&|w| w[2] += 1 << 32), "max_doublings");
     // Base odd, 0, 1, past 2^32 (even), u64::MAX.
     for base in [layout.base + 1, 0, 1, (1 << 32) + 2, u64::MAX, 1 << 63] {
         invalid(forge(&|w| w[4] = base), "bucket count");
@@ -979,11 +955,11 @@ fn attack_forged_fields_get_typed_errors() {
         layout.checksum_at * 8,
     ] {
         assert!(matches!(
-            ExpandingFilter::read_from(&bytes[..at]),
+            CuckooFilter::read_from(&bytes[..at]),
             Err(PersistError::Truncated)
         ));
         assert!(matches!(
-            ExpandingFilter::from_bytes(&bytes[..at]),
+            CuckooFilter::from_bytes(&bytes[..at]),
             Err(PersistError::Truncated)
         ));
     }
@@ -1049,12 +1025,12 @@ fn attack_forged_but_valid_snapshots_are_accepted_and_usable() {
         w[5] = rng.below(w[5] + 1);
         w[7] = rng.next_u64() | 1;
         let bytes = resealed(w);
-        let f = match ExpandingFilter::from_bytes(&bytes) {
+        let f = match CuckooFilter::from_bytes(&bytes) {
             Ok(f) => f,
             Err(e) => panic!("round {round}: a spec-valid forgery refused: {e:?}"),
         };
         accepted += 1;
-        let streamed = ExpandingFilter::read_from(&bytes[..]).unwrap();
+        let streamed = CuckooFilter::read_from(&bytes[..]).unwrap();
         let clone = f.clone();
         assert_eq!(f.to_bytes(), bytes, "round {round}: saved differently");
         // Everything at once, the same on all three.
@@ -1103,31 +1079,31 @@ fn attack_read_from_stops_at_the_end_of_each_snapshot_of_a_byte_stream() {
         }
     }
     let (first, _) = small();
-    let second = ExpandingFilter::builder()
+    let second = CuckooFilter::builder()
+        .growable(true)
         .capacity(3)
-        .max_doublings(0)
         .build()
         .unwrap();
     let stream = [first.to_bytes(), second.to_bytes(), b"after".to_vec()].concat();
     let mut reader = Trickle(&stream);
-    let a = ExpandingFilter::read_from(&mut reader).unwrap();
-    let b = ExpandingFilter::read_from(&mut reader).unwrap();
+    let a = CuckooFilter::read_from(&mut reader).unwrap();
+    let b = CuckooFilter::read_from(&mut reader).unwrap();
     assert_eq!(reader.0, b"after");
     assert_agree(&first, &a, &[1, 2, 3], "first");
     assert_agree(&second, &b, &[1, 2, 3], "second");
     // The rest is not a snapshot, and a stream that stops inside the header is truncated.
     assert!(matches!(
-        ExpandingFilter::read_from(&mut reader),
+        CuckooFilter::read_from(&mut reader),
         Err(PersistError::Truncated)
     ));
     let mut concatenated = [second.to_bytes(), second.to_bytes()].concat();
     assert!(matches!(
-        ExpandingFilter::from_bytes(&concatenated),
+        CuckooFilter::from_bytes(&concatenated),
         Err(PersistError::TrailingBytes { extra }) if extra == second.snapshot_size()
     ));
     concatenated.truncate(second.snapshot_size() + 5);
     assert!(matches!(
-        ExpandingFilter::from_bytes(&concatenated),
+        CuckooFilter::from_bytes(&concatenated),
         Err(PersistError::TrailingBytes { extra: 5 })
     ));
 }
@@ -1145,10 +1121,10 @@ fn attack_split_bits_past_the_old_buckets_are_refused() {
         let mut w = words.clone();
         f(&mut w);
         let bytes = resealed(w);
-        assert!(ExpandingFilter::read_from(&bytes[..]).is_err());
-        ExpandingFilter::from_bytes(&bytes)
+        assert!(CuckooFilter::read_from(&bytes[..]).is_err());
+        CuckooFilter::from_bytes(&bytes)
     };
-    let invalid = |r: Result<ExpandingFilter, PersistError>, what: &str| match r {
+    let invalid = |r: Result<CuckooFilter, PersistError>, what: &str| match r {
         Err(PersistError::InvalidParameter { field }) if field.contains(what) => {}
         other => panic!("{what}: {other:?}"),
     };
@@ -1176,7 +1152,7 @@ fn a_save_clone_or_clear_from_inside_a_save_of_the_same_filter_is_refused_not_a_
     use std::sync::Arc;
     use std::time::Duration;
 
-    type Nested = fn(&ExpandingFilter) -> io::Result<()>;
+    type Nested = fn(&CuckooFilter) -> io::Result<()>;
     let nested: [(&str, Nested); 3] = [
         ("save", |f| f.write_to(&mut Vec::new())),
         ("clone", |f| {
@@ -1190,7 +1166,7 @@ fn a_save_clone_or_clear_from_inside_a_save_of_the_same_filter_is_refused_not_a_
     ];
     for (what, op) in nested {
         struct W {
-            filter: Arc<ExpandingFilter>,
+            filter: Arc<CuckooFilter>,
             op: Nested,
             done: bool,
         }
@@ -1228,7 +1204,7 @@ fn a_save_clone_or_clear_from_inside_a_save_of_the_same_filter_is_refused_not_a_
         // Usable afterwards: nothing was cleared, writes go through, saves work.
         assert!(kept.iter().all(|k| filter.contains(k)), "{what}");
         filter.insert(&u64::MAX).unwrap();
-        let restored = ExpandingFilter::from_bytes(&filter.to_bytes()).unwrap();
+        let restored = CuckooFilter::from_bytes(&filter.to_bytes()).unwrap();
         assert!(restored.contains(&u64::MAX), "{what}");
     }
 }
@@ -1244,7 +1220,7 @@ fn to_bytes_inside_its_own_save_panics_instead_of_returning_no_bytes() {
     let (inside, saved) = inside_own_save(
         &filter,
         |f, w| f.write_to(w),
-        |f: &ExpandingFilter| format!("{} bytes", f.to_bytes().len()),
+        |f: &CuckooFilter| format!("{} bytes", f.to_bytes().len()),
     )
     .expect("DEADLOCK: to_bytes inside a save of the same filter");
     Refused::NestedPanic.assert("to_bytes", &inside);
@@ -1262,7 +1238,7 @@ fn finish_doubling_inside_its_own_save_panics_instead_of_hanging() {
     let (inside, saved) = inside_own_save(
         &filter,
         |f, w| f.write_to(w),
-        |f: &ExpandingFilter| {
+        |f: &CuckooFilter| {
             f.finish_doubling();
             "finished".to_string()
         },
@@ -1295,7 +1271,7 @@ fn no_single_header_bit_flip_is_reported_as_trailing_bytes() {
             for bit in 0..8 {
                 let mut bad = bytes.clone();
                 bad[byte] ^= 1 << bit;
-                let error = ExpandingFilter::from_bytes(&bad).expect_err("a corrupt header");
+                let error = CuckooFilter::from_bytes(&bad).expect_err("a corrupt header");
                 assert!(
                     !matches!(error, PersistError::TrailingBytes { .. }),
                     "byte {byte} bit {bit}: {error}"
@@ -1317,7 +1293,11 @@ fn no_single_header_bit_flip_is_reported_as_trailing_bytes() {
 /// before its first doubling, and ones in the middle of their first and second doublings.
 #[test]
 fn every_cut_flip_and_padding_of_small_snapshots_gets_its_typed_error() {
-    let empty = ExpandingFilter::builder().capacity(1).build().unwrap();
+    let empty = CuckooFilter::builder()
+        .growable(true)
+        .capacity(1)
+        .build()
+        .unwrap();
     let (fresh, _) = filled(10, 0.1, 12, 3);
     let (first, _) = mid_doubling(10, 0.3, 1, 4);
     let (second, _) = mid_doubling(10, 0.3, 2, 5);
@@ -1329,24 +1309,18 @@ fn every_cut_flip_and_padding_of_small_snapshots_gets_its_typed_error() {
         ("second doubling", &second),
     ] {
         let bytes = f.to_bytes();
-        assert_eq!(
-            ExpandingFilter::from_bytes(&bytes).unwrap().to_bytes(),
-            bytes
-        );
+        assert_eq!(CuckooFilter::from_bytes(&bytes).unwrap().to_bytes(), bytes);
         for len in 0..bytes.len() {
             let short = &bytes[..len];
             assert!(
                 matches!(
-                    ExpandingFilter::from_bytes(short),
+                    CuckooFilter::from_bytes(short),
                     Err(PersistError::Truncated)
                 ),
                 "{name}: from_bytes of {len} bytes"
             );
             assert!(
-                matches!(
-                    ExpandingFilter::read_from(short),
-                    Err(PersistError::Truncated)
-                ),
+                matches!(CuckooFilter::read_from(short), Err(PersistError::Truncated)),
                 "{name}: read_from of {len} bytes"
             );
         }
@@ -1355,19 +1329,19 @@ fn every_cut_flip_and_padding_of_small_snapshots_gets_its_typed_error() {
                 let mut bad = bytes.clone();
                 bad[i] ^= 1 << bit;
                 flips += 1;
-                let whole = ExpandingFilter::from_bytes(&bad);
+                let whole = CuckooFilter::from_bytes(&bad);
                 assert!(
                     matches!(&whole, Err(e) if !matches!(e, PersistError::TrailingBytes { .. })),
                     "{name}: byte {i} bit {bit}: {:?}",
                     whole.map(|_| ())
                 );
                 assert!(
-                    ExpandingFilter::read_from(&bad[..]).is_err(),
+                    CuckooFilter::read_from(&bad[..]).is_err(),
                     "{name}: byte {i} bit {bit} loaded (read_from)"
                 );
                 // Followed by other bytes, still corrupt, never trailing bytes.
                 bad.extend_from_slice(&[0x5A; 8]);
-                let padded = ExpandingFilter::from_bytes(&bad);
+                let padded = CuckooFilter::from_bytes(&bad);
                 assert!(
                     matches!(&padded, Err(e) if !matches!(e, PersistError::TrailingBytes { .. })),
                     "{name}: byte {i} bit {bit}, padded: {:?}",
@@ -1380,16 +1354,54 @@ fn every_cut_flip_and_padding_of_small_snapshots_gets_its_typed_error() {
             long.extend((0..extra).map(|i| (i * 37) as u8));
             assert!(
                 matches!(
-                    ExpandingFilter::from_bytes(&long),
+                    CuckooFilter::from_bytes(&long),
                     Err(PersistError::TrailingBytes { extra: e }) if e == extra
                 ),
                 "{name}: {extra} appended"
             );
             let mut reader = &long[..];
-            let back = ExpandingFilter::read_from(&mut reader).unwrap();
+            let back = CuckooFilter::read_from(&mut reader).unwrap();
             assert_eq!(reader, &long[bytes.len()..], "{name}");
             assert_eq!(back.to_bytes(), bytes);
         }
     }
     println!("{flips} single-bit flips, all refused");
+}
+
+/// `write_to` promises that lookups and counts are not held up by a save. A growable filter's
+/// `count` takes its item's bucket locks (and first splits its buckets of a doubling in
+/// progress), which a held save keeps: it waits until the save ends, and from inside the
+/// save's own writer it never returns.
+#[test]
+#[ignore = "bug in src/growth: a growable filter's count waits for a held save"]
+fn count_on_a_growable_filter_answers_while_a_save_is_held() {
+    use std::sync::{mpsc, Arc};
+    use std::time::Duration;
+
+    let filter = Arc::new(
+        CuckooFilter::builder()
+            .capacity(100)
+            .growable(true)
+            .build()
+            .unwrap(),
+    );
+    filter.insert_many(0..1_000u64).unwrap();
+    let (mut w, reached, release) = common::HeldWriter::new();
+    let saver = {
+        let f = Arc::clone(&filter);
+        std::thread::spawn(move || f.write_to(&mut w).unwrap())
+    };
+    reached.recv_timeout(Duration::from_secs(10)).unwrap();
+    let (tx, rx) = mpsc::channel();
+    {
+        let f = Arc::clone(&filter);
+        std::thread::spawn(move || tx.send(f.count(&7u64)).unwrap());
+    }
+    let counted = rx.recv_timeout(Duration::from_secs(5));
+    release.send(()).unwrap();
+    saver.join().unwrap();
+    assert!(
+        matches!(counted, Ok(n) if n >= 1),
+        "count during a held save: {counted:?}"
+    );
 }
