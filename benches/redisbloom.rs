@@ -28,7 +28,7 @@ pub trait Contender: Sync + Sized {
     fn contains_many(&self, keys: &[u64], results: &mut Vec<bool>);
     /// Heap bytes held.
     fn memory(&self) -> usize;
-    /// Sub-filters (levels) in use.
+    /// Sub-filters in use (ours: always one table, fixed or doubled in place).
     fn parts(&self) -> usize;
 }
 
@@ -69,7 +69,7 @@ macro_rules! ours_contender {
                 self.memory_usage()
             }
             fn parts(&self) -> usize {
-                self.levels()
+                1
             }
         }
     };

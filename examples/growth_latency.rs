@@ -1,76 +1,45 @@
-//! Insert latency while a filter grows: how long the inserts that add a level take.
+//! Insert latency while a filter grows: how long the inserts that double its table take, and
+//! the inserts that finish a doubling's splits.
 //!
 //! ```text
 //! cargo run --release --example growth_latency -- [--items N] [--no-huge-pages] [--attribute]
-//!     [--expanding]
 //! ```
 //!
-//! Builds `capacity(1_000).expansion(2)` (with `--expanding`, an `ExpandingFilter` of
-//! `capacity(1_000)`, whose doublings take the place of added levels), inserts `--items` (default 10,000,000) distinct u64
+//! Builds `capacity(1_000).growable(true)`, inserts `--items` (default 10,000,000) distinct u64
 //! keys on one thread, times every insert, and prints the distribution, then the inserts that
-//! added a level on their own. Timing one insert costs two clock reads (about 20 ns each), which
-//! the figures include. On a shared machine the overall maximum also catches the scheduler
-//! preempting this thread; the growth inserts are reported apart so a stall is not confused
-//! with that. `--attribute` (Linux) also reads the thread's page faults and involuntary context
-//! switches around every insert (outside the timed span, but slowing the run) and lists each
-//! insert over 100 µs with them: a slow insert with a context switch was preempted.
+//! started a doubling on their own, and the worst insert while a doubling was still splitting
+//! buckets (each such insert splits two old buckets). Timing one insert costs two clock reads
+//! (about 20 ns each), which the figures include. On a shared machine the overall maximum also
+//! catches the scheduler preempting this thread; the growth inserts are reported apart so a
+//! stall is not confused with that. `--attribute` (Linux) also reads the thread's page faults
+//! and involuntary context switches around every insert (outside the timed span, but slowing
+//! the run) and lists each insert over 100 µs with them: a slow insert with a context switch
+//! was preempted.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
-use atomic_cuckoo::{CuckooFilter, ExpandingFilter};
+use atomic_cuckoo::CuckooFilter;
 use common::{Long, Short};
 
 struct Args {
     items: u64,
     huge_pages: bool,
     attribute: bool,
-    expanding: bool,
-}
-
-/// The filter that grows: by levels, or by doublings.
-enum Growing {
-    Levels(Box<CuckooFilter>),
-    Expanding(Box<ExpandingFilter>),
-}
-
-impl Growing {
-    fn insert(&mut self, key: u64) {
-        let inserted = match self {
-            Growing::Levels(filter) => filter.insert(&key),
-            Growing::Expanding(filter) => filter.insert(&key),
-        };
-        inserted.expect("a growing filter accepts every insert");
-    }
-
-    /// Levels, or one more than the doublings.
-    fn levels(&self) -> usize {
-        match self {
-            Growing::Levels(filter) => filter.levels(),
-            Growing::Expanding(filter) => filter.doublings() as usize + 1,
-        }
-    }
-
-    fn memory_usage(&self) -> usize {
-        match self {
-            Growing::Levels(filter) => filter.memory_usage(),
-            Growing::Expanding(filter) => filter.memory_usage(),
-        }
-    }
 }
 
 const USAGE: &str = "\
-Usage: growth_latency [--items N] [--no-huge-pages] [--attribute] [--expanding]
+Usage: growth_latency [--items N] [--no-huge-pages] [--attribute]
 
-Times every insert while a filter grows from 1,000 items, and prints the distribution and
-the inserts that grew the filter.
+Times every insert while a growable filter grows from 1,000 items, and prints the
+distribution, the inserts that doubled the filter, and the worst insert while a doubling
+was being finished.
 
 Options:
   --items N          distinct u64 keys to insert (default 10000000; `_` may separate digits)
   --no-huge-pages    build with huge_pages(false)
   --attribute        read page faults and context switches around each insert (Linux)
-  --expanding        grow an ExpandingFilter (doublings) instead of levels
   -h, --help         print this and exit";
 
 fn parse_args() -> Args {
@@ -79,7 +48,6 @@ fn parse_args() -> Args {
             items: 10_000_000,
             huge_pages: true,
             attribute: false,
-            expanding: false,
         };
         while let Some(arg) = p.next()? {
             match arg {
@@ -87,7 +55,6 @@ fn parse_args() -> Args {
                 Long("items") => args.items = common::number(p.value()?, "--items")?,
                 Long("no-huge-pages") => args.huge_pages = false,
                 Long("attribute") => args.attribute = true,
-                Long("expanding") => args.expanding = true,
                 _ => return Err(arg.unexpected()),
             }
         }
@@ -95,11 +62,19 @@ fn parse_args() -> Args {
     })
 }
 
-/// One insert that added a level.
+/// One insert that started a doubling.
 struct Growth {
     index: u64,
-    levels_after: usize,
+    doublings_after: u32,
     nanos: u32,
+}
+
+/// The inserts made while a doubling was unfinished (each splits old buckets as it goes).
+#[derive(Default)]
+struct Splitting {
+    count: u64,
+    worst_nanos: u32,
+    worst_index: u64,
 }
 
 /// One insert over `SLOW`, with what happened to its thread meanwhile (`--attribute`).
@@ -114,45 +89,44 @@ const SLOW: Duration = Duration::from_micros(100);
 
 fn main() {
     let args = parse_args();
-    let mut filter = if args.expanding {
-        Growing::Expanding(Box::new(
-            ExpandingFilter::builder()
-                .capacity(1_000)
-                .build()
-                .expect("a 1,000-item filter builds"),
-        ))
-    } else {
-        Growing::Levels(Box::new(
-            CuckooFilter::builder()
-                .capacity(1_000)
-                .expansion(2)
-                .huge_pages(args.huge_pages)
-                .build()
-                .expect("a 1,000-item filter builds"),
-        ))
-    };
+    let filter = CuckooFilter::builder()
+        .capacity(1_000)
+        .growable(true)
+        .huge_pages(args.huge_pages)
+        .build()
+        .expect("a 1,000-item growable filter builds");
     // Written once before timing, so the buffer's own page faults stay out of the loop.
     let mut nanos = vec![u32::MAX; args.items as usize];
     let mut growths = Vec::new();
+    let mut splitting = Splitting::default();
     let mut slow = Vec::new();
     let start = Instant::now();
     for (key, slot) in (0..args.items).zip(nanos.iter_mut()) {
-        let levels = filter.levels();
+        let doublings = filter.doublings();
+        let was_doubling = filter.is_doubling();
         let events = if args.attribute {
             thread_events()
         } else {
             [0; 2]
         };
         let t = Instant::now();
-        filter.insert(key);
+        filter
+            .insert(&key)
+            .expect("a growable filter accepts every distinct key");
         let took = t.elapsed();
         *slot = u32::try_from(took.as_nanos()).unwrap_or(u32::MAX);
-        if filter.levels() != levels {
+        if filter.doublings() != doublings {
             growths.push(Growth {
                 index: key,
-                levels_after: filter.levels(),
+                doublings_after: filter.doublings(),
                 nanos: *slot,
             });
+        } else if was_doubling {
+            splitting.count += 1;
+            if *slot > splitting.worst_nanos {
+                splitting.worst_nanos = *slot;
+                splitting.worst_index = key;
+            }
         }
         if args.attribute && took > SLOW {
             let [faults, switches] = thread_events();
@@ -165,7 +139,7 @@ fn main() {
         }
     }
     let total = start.elapsed();
-    report(&filter, &mut nanos, &growths, total);
+    report(&filter, &mut nanos, &growths, &splitting, total);
     if args.attribute {
         report_slow(&slow);
     }
@@ -207,15 +181,30 @@ fn report_slow(slow: &[Slow]) {
     }
 }
 
-fn report(filter: &Growing, nanos: &mut [u32], growths: &[Growth], total: Duration) {
+fn report(
+    filter: &CuckooFilter,
+    nanos: &mut [u32],
+    growths: &[Growth],
+    splitting: &Splitting,
+    total: Duration,
+) {
     let count = nanos.len();
+    if count == 0 {
+        println!("no inserts");
+        return;
+    }
     let sum: u64 = nanos.iter().map(|&n| u64::from(n)).sum();
     nanos.sort_unstable();
     let quantile = |q: f64| nanos[((count as f64 * q) as usize).min(count - 1)];
     println!(
-        "{count} inserts in {:.2} s, {} levels (or doublings + 1), {:.1} MiB",
+        "{count} inserts in {:.2} s, {} doublings{}, {:.1} MiB",
         total.as_secs_f64(),
-        filter.levels(),
+        filter.doublings(),
+        if filter.is_doubling() {
+            " (the last one unfinished)"
+        } else {
+            ""
+        },
         filter.memory_usage() as f64 / (1 << 20) as f64
     );
     println!(
@@ -238,11 +227,17 @@ fn report(filter: &Growing, nanos: &mut [u32], growths: &[Growth], total: Durati
             .collect::<Vec<_>>()
             .join(", ")
     );
+    println!(
+        "{} inserts while a doubling was unfinished, worst {} (insert {})",
+        splitting.count,
+        micros(splitting.worst_nanos),
+        splitting.worst_index
+    );
     for g in growths {
         println!(
-            "  insert {:>9} -> {:>2} levels: {}",
+            "  insert {:>9} -> {:>2} doublings: {}",
             g.index,
-            g.levels_after,
+            g.doublings_after,
             micros(g.nanos)
         );
     }

@@ -114,7 +114,8 @@ pub enum GuardError {
     Redis(RedisError),
     /// The filter could not be built with the given parameters.
     Build(BuildError),
-    /// The filter refused a key (it grows, so this is rare: see `InsertError`).
+    /// The filter refused a key: it is full (sized for the store at start and a quarter more:
+    /// see [`new_filter`]), or see `InsertError`.
     Insert(InsertError),
     /// The snapshot file could not be written.
     Snapshot {
@@ -371,15 +372,18 @@ impl Cache {
 
 // ---- the filter's life ----------------------------------------------------------------------
 
-/// A new filter for a store of `keys` keys: room for a quarter more before it grows (a growing
-/// filter never refuses a create for want of room; each new level raises the false-positive
-/// rate a little), with `bits`-wide fingerprints (12 bits: five per 64-bit bucket word, about
-/// 0.2 % false positives at the load this sizing gives).
+/// A new filter for a store of `keys` keys: room for a quarter more (and 1,024), with
+/// `bits`-wide fingerprints (12 bits: about 0.2 % false positives at the load this sizing
+/// gives). A fixed table, not a growable one: a growable filter chooses its own fingerprint
+/// width from a target rate, and `--fingerprint-bits` picks the width here. The room is for
+/// the creates of a run; once the store holds more keys than the filter was built for, a
+/// create that finds no room is refused ([`GuardError::Insert`]) rather than stored unseen by
+/// the filter. A filter built at a later start (no snapshot, or a stale one) is sized for the
+/// store as it then is.
 pub fn new_filter(keys: usize, bits: u32) -> Result<CuckooFilter, BuildError> {
     CuckooFilter::builder()
         .capacity(keys + keys / 4 + 1024)
         .fingerprint_bits(bits)
-        .expansion(2)
         .build()
 }
 

@@ -45,7 +45,8 @@ fn parse_args() -> (bool, String) {
     })
 }
 
-/// Items of the probe filter: integers and strings, in a filter that grows (so several levels).
+/// Items of the probe filter: integers and strings, in a filter that grows (so the snapshot
+/// holds a doubled table).
 fn fill(filter: &CuckooFilter) {
     for i in 0..20_000u64 {
         filter.insert(&i).expect("the probe filter grows");
@@ -58,7 +59,7 @@ fn fill(filter: &CuckooFilter) {
 fn probe_filter() -> CuckooFilter {
     CuckooFilter::builder()
         .capacity(5_000)
-        .expansion(2)
+        .growable(true)
         .build()
         .expect("valid parameters")
 }
@@ -73,9 +74,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
         println!(
-            "wrote {path}: {} items, {} levels",
+            "wrote {path}: {} items, {} doublings",
             filter.len(),
-            filter.levels()
+            filter.doublings()
         );
         return ExitCode::SUCCESS;
     }

@@ -1,19 +1,21 @@
-//! Lookups in a grown filter against one level of the same final size (issue 13, part 1), as
-//! a plain timed loop: every contender once per round, rounds interleaved (a noisy stretch of a
-//! shared machine hits all alike), median of the rounds. Prints M lookups/s and the ratio of
-//! each grown filter to the one-level filter of its size.
+//! Lookups in a grown filter against a static filter holding the same items, as a plain timed
+//! loop: every contender once per round, rounds interleaved (a noisy stretch of a shared
+//! machine hits all alike), median of the rounds. Prints M lookups/s and the ratio of each
+//! grown filter to the static filter of its size.
 //!
 //! ```sh
 //! cargo bench -p peer-benches --bench grown_quick -- --rounds 5
 //! ATOMIC_CUCKOO_BENCH_SIZES=1m,50m cargo bench -p peer-benches --bench grown_quick
 //! ```
 //!
-//! `--only one` (or `grown`) times one contender alone, for a profiler.
+//! `--only static` (or `grown`, `finished`) times one contender alone, for a profiler.
 //!
-//! Contenders, for `n` items: `capacity(n)` (one level), and `capacity(1_000).expansion(2)`
-//! filled with the same `n` keys (10 levels at 1M, 16 at 50M), both with the 1 % default rate.
-//! Present keys are spread evenly over the insertion order (so each level gets its share, and
-//! half are in the newest level); absent keys are fresh. Keys are u64s from a seeded generator, hashed by the filter.
+//! Contenders, for `n` items: `capacity(n)` (static), and `capacity(1_000).growable(true)`
+//! filled with the same `n` keys (10 doublings at 1M, 16 at 50M), both with the 1 % default
+//! rate: `grown` as the inserts left it, and, where its last doubling is still splitting
+//! buckets (a lookup then reads one bit more per bucket), `finished`, a copy after
+//! `finish_doubling()`. Present keys are spread evenly over the insertion order; absent keys
+//! are fresh. Keys are u64s from a seeded generator, hashed by the filter.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -24,13 +26,18 @@ use peer_benches::{quick_args, quick_sizes, splitmix};
 /// Keys probed per lookup measurement.
 const PROBES: usize = 2_000_000;
 
-/// `--rounds N`, and `--only one|grown` (times one contender only, for a profiler).
+/// The contenders, in the order of the table's columns.
+const CONTENDERS: [&str; 3] = ["static", "grown", "finished"];
+
+/// `--rounds N`, and `--only static|grown|finished` (times one contender only, for a
+/// profiler).
 fn options() -> (usize, Option<usize>) {
     let (rounds, values) = quick_args(&["--only"]);
-    let only = values.first().map(|(_, v)| match v.as_str() {
-        "one" => 0,
-        "grown" => 1,
-        _ => panic!("--only one|grown"),
+    let only = values.first().map(|(_, v)| {
+        CONTENDERS
+            .iter()
+            .position(|c| c == v)
+            .unwrap_or_else(|| panic!("--only static|grown|finished"))
     });
     (rounds, only)
 }
@@ -76,26 +83,41 @@ fn main() {
         let keys = splitmix(0x5EED_0013, n);
         let absent = splitmix(0xAB5E_0013, PROBES);
         let present: Vec<u64> = keys.iter().step_by((n / PROBES).max(1)).copied().collect();
-        let one = CuckooFilter::builder().capacity(n).build().unwrap();
+        let fixed = CuckooFilter::builder().capacity(n).build().unwrap();
         let grown = CuckooFilter::builder()
             .capacity(1_000)
-            .expansion(2)
+            .growable(true)
             .build()
             .unwrap();
-        for f in [&one, &grown] {
+        for f in [&fixed, &grown] {
             f.insert_many(&keys).unwrap();
         }
+        // Only where a doubling is unfinished does finishing it change what a lookup reads.
+        let finished = grown.is_doubling().then(|| {
+            let copy = grown.clone();
+            copy.finish_doubling();
+            copy
+        });
+        let contenders: Vec<&CuckooFilter> = [Some(&fixed), Some(&grown), finished.as_ref()]
+            .into_iter()
+            .flatten()
+            .collect();
         println!(
-            "{label}: one level ({} MiB) against {} levels ({} MiB), {rounds} rounds",
-            one.memory_usage() >> 20,
-            grown.levels(),
+            "{label}: static ({} MiB) against grown, {} doublings{} ({} MiB), {rounds} rounds",
+            fixed.memory_usage() >> 20,
+            grown.doublings(),
+            if finished.is_some() {
+                ", the last one unfinished"
+            } else {
+                ""
+            },
             grown.memory_usage() >> 20
         );
         // times[contender][op] = seconds per key, one per round
-        let mut times = vec![vec![Vec::new(); OPS.len()]; 2];
+        let mut times = vec![vec![Vec::new(); OPS.len()]; contenders.len()];
         for _ in 0..rounds {
             for (op, _) in OPS.iter().enumerate() {
-                for (c, f) in [&one, &grown].into_iter().enumerate() {
+                for (c, f) in contenders.iter().enumerate() {
                     if only.is_some_and(|o| o != c) {
                         times[c][op].push(f64::NAN);
                         continue;
@@ -104,12 +126,28 @@ fn main() {
                 }
             }
         }
-        println!("| operation, {label} | one level | grown | grown / one level |");
-        println!("|---|---:|---:|---:|");
+        let names = &CONTENDERS[..contenders.len()];
+        let ratios: Vec<String> = names[1..].iter().map(|c| format!("{c} / static")).collect();
+        println!(
+            "| operation, {label} | {} | {} |",
+            names.join(" | "),
+            ratios.join(" | ")
+        );
+        println!("|---{}|", "|---:".repeat(2 * names.len() - 1));
         for (op, name) in OPS.iter().enumerate() {
-            let rate = |c: usize| 1e-6 / median(times[c][op].clone());
-            let (a, b) = (rate(0), rate(1));
-            println!("| {name} | {a:.1} | {b:.1} | {:.0} % |", 100.0 * b / a);
+            let rates: Vec<f64> = (0..contenders.len())
+                .map(|c| 1e-6 / median(times[c][op].clone()))
+                .collect();
+            let cells: Vec<String> = rates.iter().map(|r| format!("{r:.1}")).collect();
+            let ratios: Vec<String> = rates[1..]
+                .iter()
+                .map(|r| format!("{:.0} %", 100.0 * r / rates[0]))
+                .collect();
+            println!(
+                "| {name} | {} | {} |",
+                cells.join(" | "),
+                ratios.join(" | ")
+            );
         }
     }
 }

@@ -22,7 +22,7 @@
 //! - measured rate: false positives / probes.
 //! - ours only: `load at n` = items / slots with the `items` items stored, and `load at first
 //!   failure` = items stored / slots when an insert first fails, in a second filter built the
-//!   same way (growth explicitly off) and filled from the same stream until then.
+//!   same way (a fixed table: growth explicitly off) and filled from the same stream until then.
 //!
 //! Peers: `cuckoofilter` (8-bit fingerprints), `xorf` `BinaryFuse8` and `BinaryFuse16` have a
 //! fixed rate and are measured once, in their own table. `fastbloom::BloomFilter` and
@@ -172,8 +172,8 @@ fn fill<E: std::fmt::Display>(
     (failed, first)
 }
 
-/// Ours in `mode` for `items` items at `rate`. Growth is set off (`expansion(0)`) after the mode
-/// so that both filters are the single table `items` and `rate` size, whatever the mode does.
+/// Ours in `mode` for `items` items at `rate`: a fixed table (growth is off unless asked for),
+/// so both filters are the table `items` and `rate` size, whatever the mode does.
 fn ours(mode: fn(Builder) -> Builder, rate: f64, keys: &Keys) -> Result<Sample, String> {
     let build = || {
         mode(
@@ -181,7 +181,7 @@ fn ours(mode: fn(Builder) -> Builder, rate: f64, keys: &Keys) -> Result<Sample, 
                 .capacity(keys.items)
                 .false_positive_rate(rate),
         )
-        .expansion(0)
+        .growable(false)
         .build()
         .map_err(|e| format!("build: {e}"))
     };
@@ -206,8 +206,8 @@ fn ours(mode: fn(Builder) -> Builder, rate: f64, keys: &Keys) -> Result<Sample, 
             break;
         }
     }
-    if full.levels() != 1 {
-        return Err(format!("grew to {} levels with growth off", full.levels()));
+    if full.is_growable() {
+        return Err("built growable with growth off".into());
     }
     sample.first_failure_load = Some(full.load_factor());
     Ok(sample)

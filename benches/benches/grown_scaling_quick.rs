@@ -1,67 +1,38 @@
-//! Growth and lookups against thread count: an `ExpandingFilter` and a growing `CuckooFilter`
-//! (levels, `expansion(2)`), both grown from `capacity(1_000)` at a 1 % target by threads that
-//! share them, in one run. A plain timed harness that prints one Markdown table per size.
+//! Growth and lookups against thread count: a growable `CuckooFilter` grown from
+//! `capacity(1_000)` at a 1 % target by threads that share it, beside a static `CuckooFilter`
+//! of `capacity(n)` that the same threads fill with the same keys, in one run. A plain timed
+//! harness that prints one Markdown table per size.
 //!
 //! ```sh
 //! ATOMIC_CUCKOO_BENCH_THREADS=1,2,4,8,16 ATOMIC_CUCKOO_BENCH_SIZES=1m,50m \
-//!     cargo bench -p peer-benches --bench expanding_scaling_quick -- --rounds 3
+//!     cargo bench -p peer-benches --bench grown_scaling_quick -- --rounds 3
 //! ```
 //!
 //! Workloads, each point the median of `--rounds` (default 3):
 //! - `grow`: `threads` threads insert the size's keys (SplitMix64) into a fresh filter, each
-//!   its own share; keys over the wall time from the first thread's start to the last end.
+//!   its own share; keys over the wall time from the first thread's start to the last end (for
+//!   the static filter, a fill without growth).
 //! - `absent` and `present`: on the filter the last round grew, each thread looks up keys from
 //!   its own offset (absent ones from another stream) for `--seconds` (default 0.3).
 
 use std::hint::black_box;
 
-use atomic_cuckoo::{CuckooFilter, ExpandingFilter};
+use atomic_cuckoo::CuckooFilter;
 use peer_benches::peers::{on_threads, timed_rate};
 use peer_benches::{bench_threads, quick_args, quick_sizes, splitmix};
 
-/// A filter that threads grow and read together.
-trait Grown: Sync {
-    fn insert(&self, key: &u64) -> bool;
-    fn contains(&self, key: &u64) -> bool;
-    fn bits_per_item(&self) -> f64;
-}
-
-impl Grown for ExpandingFilter {
-    fn insert(&self, key: &u64) -> bool {
-        ExpandingFilter::insert(self, key).is_ok()
-    }
-    fn contains(&self, key: &u64) -> bool {
-        ExpandingFilter::contains(self, key)
-    }
-    fn bits_per_item(&self) -> f64 {
-        self.memory_usage() as f64 * 8.0 / self.len() as f64
-    }
-}
-
-impl Grown for CuckooFilter {
-    fn insert(&self, key: &u64) -> bool {
-        CuckooFilter::insert(self, key).is_ok()
-    }
-    fn contains(&self, key: &u64) -> bool {
-        CuckooFilter::contains(self, key)
-    }
-    fn bits_per_item(&self) -> f64 {
-        self.memory_usage() as f64 * 8.0 / self.len() as f64
-    }
-}
-
-fn expanding() -> ExpandingFilter {
-    let builder = ExpandingFilter::builder().capacity(1_000);
+fn grown(_items: usize) -> CuckooFilter {
+    let builder = CuckooFilter::builder().capacity(1_000).growable(true);
     builder.false_positive_rate(0.01).build().unwrap()
 }
 
-fn levels() -> CuckooFilter {
-    let builder = CuckooFilter::builder().capacity(1_000).expansion(2);
+fn fixed(items: usize) -> CuckooFilter {
+    let builder = CuckooFilter::builder().capacity(items);
     builder.false_positive_rate(0.01).build().unwrap()
 }
 
 /// M lookups per second of `keys` by `threads` threads, each from its own offset.
-fn lookup_rate(filter: &impl Grown, keys: &[u64], threads: usize, seconds: f64) -> f64 {
+fn lookup_rate(filter: &CuckooFilter, keys: &[u64], threads: usize, seconds: f64) -> f64 {
     let stride = keys.len() / threads;
     timed_rate(threads, seconds, |t, i| {
         black_box(filter.contains(&keys[(t * stride + i) % keys.len()]));
@@ -74,9 +45,9 @@ fn median(mut rates: Vec<f64>) -> f64 {
 }
 
 /// One filter kind's rows at one size: grow, then absent and present lookups, per thread count.
-fn measure<F: Grown>(
+fn measure(
     name: &str,
-    build: fn() -> F,
+    build: fn(usize) -> CuckooFilter,
     keys: &[u64],
     absent: &[u64],
     threads: &[usize],
@@ -88,11 +59,11 @@ fn measure<F: Grown>(
         let mut grow = Vec::new();
         let mut kept = None;
         for _ in 0..rounds {
-            let filter = build();
+            let filter = build(keys.len());
             let shares: Vec<&[u64]> = keys.chunks(keys.len().div_ceil(t)).collect();
             let (spent, stored) = on_threads(t, |i| {
                 let share = shares.get(i).copied().unwrap_or(&[]);
-                share.iter().filter(|k| filter.insert(k)).count()
+                share.iter().filter(|k| filter.insert(k).is_ok()).count()
             });
             assert_eq!(
                 stored.iter().sum::<usize>(),
@@ -115,7 +86,7 @@ fn measure<F: Grown>(
         let row = format!(
             "| {name} | {t} | {:.2} | {absent_rate:.2} | {present_rate:.2} | {:.2} | {:.3} % |",
             median(grow),
-            filter.bits_per_item(),
+            filter.memory_usage() as f64 * 8.0 / filter.len() as f64,
             100.0 * found as f64 / absent.len() as f64,
         );
         println!("{row}");
@@ -136,25 +107,11 @@ fn main() {
     for (items, label) in quick_sizes() {
         let keys = splitmix(0x5CA1E, items);
         let absent = splitmix(0xAB5E47, items.min(4_000_000));
-        let mut rows = measure(
-            "ExpandingFilter",
-            expanding,
-            &keys,
-            &absent,
-            &threads,
-            rounds,
-            seconds,
-        );
+        let mut rows = measure("growable", grown, &keys, &absent, &threads, rounds, seconds);
         rows.extend(measure(
-            "CuckooFilter, levels",
-            levels,
-            &keys,
-            &absent,
-            &threads,
-            rounds,
-            seconds,
+            "static", fixed, &keys, &absent, &threads, rounds, seconds,
         ));
-        println!("\n{label} items, grown from 1,000 at 1 %; M operations per second, median of {rounds}:\n");
+        println!("\n{label} items, growable from 1,000 and static, at 1 %; M operations per second, median of {rounds}:\n");
         println!("| filter | threads | grow | absent lookups | present lookups | bits/item | measured rate |");
         println!("|---|---:|---:|---:|---:|---:|---:|");
         for row in rows {
