@@ -1373,7 +1373,6 @@ fn every_cut_flip_and_padding_of_small_snapshots_gets_its_typed_error() {
 /// progress), which a held save keeps: it waits until the save ends, and from inside the
 /// save's own writer it never returns.
 #[test]
-#[ignore = "bug in src/growth: a growable filter's count waits for a held save"]
 fn count_on_a_growable_filter_answers_while_a_save_is_held() {
     use std::sync::{mpsc, Arc};
     use std::time::Duration;

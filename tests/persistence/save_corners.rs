@@ -136,7 +136,6 @@ fn a_write_that_panics_mid_save_leaves_the_filter_usable() {
 /// Reads of the filter from inside its own save's `Write` (contains, count, len, stats,
 /// snapshot size, contains_many, Debug) must not block.
 #[test]
-#[ignore = "bug in src/growth: a growable filter's count waits for a held save"]
 fn reads_of_the_filter_from_inside_its_save_do_not_block() {
     struct Reading {
         filter: Arc<CuckooFilter>,
@@ -441,7 +440,6 @@ fn round_trips_of_many_shapes() {
 /// filter, insert_many, remove): they wait; readers answer; after the release everything goes
 /// through, and the snapshot holds none of it.
 #[test]
-#[ignore = "bug in src/growth: a growable filter's count waits for a held save"]
 fn every_kind_of_writer_waits_for_a_held_save_and_then_finishes() {
     let filter = Arc::new(
         CuckooFilter::builder()

@@ -54,7 +54,6 @@ fn thread_cpu_time() -> Option<Duration> {
 const HELD_FOR_WRITERS: Duration = Duration::from_millis(400);
 
 #[test]
-#[ignore = "bug in src/growth: a growable filter's count waits for a held save"]
 fn a_held_save_keeps_lookups_exact_and_counts_answering_while_writers_sleep() {
     let seed = common::seed("held save");
     let filter = Arc::new(

@@ -91,7 +91,6 @@ fn a_writer_makes_progress_while_saves_follow_each_other_back_to_back() {
 /// grown filter, insert_many, remove, and writers arriving again and again): `count` and
 /// `contains` must stay fast and exact; absent items answer exactly as on the quiet filter.
 #[test]
-#[ignore = "bug in src/growth: a growable filter's count waits for a held save"]
 fn reads_stay_fast_and_exact_with_writers_piled_up_at_a_held_save() {
     let seed = common::seed("piled-up writers");
     let filter = Arc::new(
