@@ -7,30 +7,26 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 # The three the design names; two that only the neighbour models (writers on pairs that share a
-# bucket) can catch; two for grown filters (model 8: levels that do not nest; insert_unique taking
-# an unproven lookup for "present"); two that the save models catch (a writer that ignores a
-# save's freeze, and a save that freezes by holding every stripe's lock bit, which leaves readers
-# unproven); three in the RedisBloom filter (a kick walk that writes holding only the new
-# fingerprint's pair, a compaction that erases from the newer sub-filter before it copies into
-# the older one, a slot write that loads and stores a word that other stripes' buckets share, a
-# lookup that takes the misses of its one pass over the sub-filters as proven); one for the
-# one-pass lookup over a grown filter's levels (misses taken as proven, model 14); two for packed
-# buckets (model 15: a stripe per bucket, so that writers of different stripes load and store one
-# word; a move's erase of a straddling lane that stores only its last word with Release); two for
-# released levels (model 16: a writer that does not check the level's released flag, a release
-# that checks for zeros without freezing the level); six for the expanding filter (models 17-19:
-# a lookup that trusts a read of an unsplit bucket without validating its stripe, a split that
-# clears its bucket's bit after letting the stripes go, a last split that clears the "splitting"
-# flag before it takes its stripes, a lookup and a writer that do not check the doubling count
-# again, a move of a cuckoo path made without its stripes).
+# bucket) can catch; two that the save models catch (a writer that ignores a save's freeze, and
+# a save that freezes by holding every stripe's lock bit, which leaves readers unproven); four in
+# the RedisBloom filter (a kick walk that writes holding only the new fingerprint's pair, a
+# compaction that erases from the newer sub-filter before it copies into the older one, a slot
+# write that loads and stores a word that other stripes' buckets share, a lookup that takes the
+# misses of its one pass over the sub-filters as proven); three for packed buckets (model 15: a
+# stripe per bucket, so that writers of different stripes load and store one word; a move's
+# erase of a straddling lane that stores only its last word with Release; a compact table's miss
+# validated against its first bucket's stripe alone); six for the growable filter's doubling
+# table (models 17-19: a lookup that trusts a read of an unsplit bucket without validating its
+# stripe, a split that clears its bucket's bit after letting the stripes go, a last split that
+# clears the "splitting" flag before it takes its stripes, a lookup and a writer that do not
+# check the doubling count again, a move of a cuckoo path made without its stripes).
 # Arguments, if any, name the mutants to run instead of all of them.
 mutants=(no_version_check no_release_fence erase_before_copy fence_between_locks move_locks_one_stripe
-    unnested_levels unique_trusts_unproven writer_ignores_freeze freeze_through_version
-    rb_no_path_locks rb_erase_before_copy rb_plain_store rb_unvalidated_miss levels_unvalidated_miss
+    writer_ignores_freeze freeze_through_version
+    rb_no_path_locks rb_erase_before_copy rb_plain_store rb_unvalidated_miss
     words_shared_by_stripes erase_release_last_word_only compact_one_stripe_miss
-    release_ignores_writers release_without_freeze
-    expanding_unvalidated_old expanding_bit_after_unlock expanding_reader_ignores_doublings
-    expanding_writer_ignores_doublings expanding_move_unlocked expanding_flag_before_split)
+    doubling_unvalidated_old doubling_bit_after_unlock doubling_reader_ignores_doublings
+    doubling_writer_ignores_doublings doubling_move_unlocked doubling_flag_before_split)
 if [ "$#" -gt 0 ]; then
     mutants=("$@")
 fi

@@ -2,15 +2,17 @@
 //!
 //! Models need tiny tables with exact shapes, items placed in chosen buckets, and the full
 //! outcome of a lookup (so that a "maybe present" fallback cannot pass for a proven hit). All of
-//! it drives the real table code.
+//! it drives the real table code: a model's filter is a [`CuckooFilter`] whose body is a fixed
+//! table or a growable (doubling) one, built tiny here.
 
 use std::hash::{BuildHasher, Hasher};
 
 use crate::bucket_layout::LayoutKind;
 use crate::builder::Layout;
 use crate::cuckoo_path::SearchLimits;
-use crate::filter::CuckooFilter;
-use crate::levels::{GrowthPlan, Levels, WidthRule};
+use crate::filter::{Body, CuckooFilter};
+use crate::fixed::{Fixed, TablePlan, WidthRule};
+use crate::growth::Doubling;
 use crate::optimistic_read::Lookup;
 use crate::redisbloom::RedisCuckooFilter;
 use crate::table::{Limits, Table, TableShape};
@@ -58,8 +60,8 @@ pub enum Outcome {
     Unproven,
 }
 
-/// A filter with exactly `buckets` buckets, `stripes` stripes and `bits`-wide fingerprints,
-/// items hashed by [`PassThrough`].
+/// A fixed filter with exactly `buckets` buckets, `stripes` stripes and `bits`-wide
+/// fingerprints, items hashed by [`PassThrough`].
 pub fn tiny_filter(buckets: usize, stripes: usize, bits: u32) -> CuckooFilter<PassThrough> {
     tiny_filter_with_read_attempts(buckets, stripes, bits, Limits::DEFAULT.read_attempts)
 }
@@ -88,7 +90,7 @@ pub fn tiny_layout_filter(
     tiny_fixed_filter(layout.kind(), buckets, stripes, bits, read_attempts)
 }
 
-/// One level of `buckets` buckets of `kind`, no growth, tiny search limits.
+/// One fixed table of `buckets` buckets of `kind`, tiny search limits.
 fn tiny_fixed_filter(
     kind: LayoutKind,
     buckets: usize,
@@ -106,176 +108,66 @@ fn tiny_fixed_filter(
         ..Limits::DEFAULT
     };
     let table = Table::new(shape, limits, false).expect("tiny table");
-    let plan = GrowthPlan {
-        factor: 0,
-        max_levels: 1,
-        base_capacity: 1,
+    // The plan only describes the table (a save stores it); the table is built from `shape`.
+    let plan = TablePlan {
+        capacity: 1,
         width: WidthRule::Fixed(bits),
         layout: kind,
     };
-    CuckooFilter::from_parts(Levels::new(table, plan, limits, false), PassThrough)
+    let fixed = Fixed::new(table, plan, limits, false);
+    CuckooFilter::from_parts(Body::Fixed(fixed), PassThrough)
+}
+
+/// The table of a filter built by [`tiny_filter`] (or its variants).
+fn table(filter: &CuckooFilter<PassThrough>) -> &Table {
+    match filter.body() {
+        Body::Fixed(fixed) => fixed.table(),
+        Body::Growable(_) => panic!("a fixed filter's helper given a growable filter"),
+    }
 }
 
 /// The stripe (its index) that guards `bucket`: packed and compact tables give one stripe to
 /// each run of buckets that fills whole words.
 pub fn stripe_of(filter: &CuckooFilter<PassThrough>, bucket: usize) -> usize {
-    filter.levels_ref().first().stripe_index(bucket)
+    table(filter).stripe_index(bucket)
 }
 
 /// The word where `bucket` starts, and the word where it ends.
 pub fn words_of(filter: &CuckooFilter<PassThrough>, bucket: usize) -> (usize, usize) {
-    filter.levels_ref().first().bucket_words(bucket)
-}
-
-/// A filter like [`tiny_filter`] (4 buckets of two 32-bit fingerprints) that grows: its second
-/// and last level has 4 buckets too.
-pub fn tiny_growing_filter(stripes: usize) -> CuckooFilter<PassThrough> {
-    let limits = Limits {
-        path: SearchLimits {
-            nodes: 16,
-            depth: 4,
-        },
-        ..Limits::DEFAULT
-    };
-    let shape = TableShape::flat(LayoutKind::OneWord, 4, 32, stripes);
-    let plan = GrowthPlan {
-        factor: 1,
-        max_levels: 2,
-        // Two items of 32-bit fingerprints size a level at 4 buckets (see `params`).
-        base_capacity: 2,
-        width: WidthRule::Fixed(32),
-        layout: LayoutKind::OneWord,
-    };
-    assert_eq!(plan.level_shape(1).map(|s| s.buckets), Ok(4));
-    let table = Table::new(shape, limits, false).expect("tiny table");
-    CuckooFilter::from_parts(Levels::new(table, plan, limits, false), PassThrough)
+    table(filter).bucket_words(bucket)
 }
 
 /// The item (hash) whose primary bucket is `primary` and whose fingerprint is `fp`.
 pub fn item(filter: &CuckooFilter<PassThrough>, primary: usize, fp: u64) -> u64 {
-    filter.levels_ref().first().mapper().hash_for(primary, fp)
+    table(filter).mapper().hash_for(primary, fp)
 }
 
 /// The alternate bucket of fingerprint `fp` stored in `bucket`.
 pub fn alternate(filter: &CuckooFilter<PassThrough>, bucket: usize, fp: u64) -> usize {
-    filter.levels_ref().first().mapper().alternate(bucket, fp)
+    table(filter).mapper().alternate(bucket, fp)
 }
 
 /// Stores `fp` in `bucket` (counted as one item); false when the bucket is full.
 pub fn place(filter: &CuckooFilter<PassThrough>, bucket: usize, fp: u64) -> bool {
-    filter.levels_ref().first().place_raw(bucket, fp)
+    table(filter).place_raw(bucket, fp)
 }
 
 /// Copies of `fp` in `bucket`.
 pub fn copies_in(filter: &CuckooFilter<PassThrough>, bucket: usize, fp: u64) -> u32 {
-    filter.levels_ref().first().raw_count(bucket, fp)
+    table(filter).raw_count(bucket, fp)
 }
 
 /// The full outcome of `contains(item)` and how many of its validations failed (0: answered
 /// by its first probe, or by its first validated read).
 pub fn lookup(filter: &CuckooFilter<PassThrough>, item: u64) -> (Outcome, u32) {
-    let table = filter.levels_ref().first();
+    let table = table(filter);
     let (lookup, attempts) = table.lookup_traced(table.key(item));
     (outcome(lookup), attempts)
 }
 
 /// The fingerprint of `item`.
 pub fn fingerprint(filter: &CuckooFilter<PassThrough>, item: u64) -> u64 {
-    filter.levels_ref().first().key(item).fingerprint
-}
-
-/// A filter of `levels.len()` published levels with 32-bit fingerprints; level `i` has
-/// `levels[i]` buckets (each a power-of-two multiple of the first, so that they nest), all
-/// guarded by `stripes` stripes, and lookups that give up after `read_attempts` validations.
-pub fn tiny_levels_filter(
-    levels: &[usize],
-    stripes: usize,
-    read_attempts: u32,
-) -> CuckooFilter<PassThrough> {
-    let limits = Limits {
-        path: SearchLimits {
-            nodes: 16,
-            depth: 4,
-        },
-        read_attempts,
-        ..Limits::DEFAULT
-    };
-    let tables = levels
-        .iter()
-        .map(|&buckets| {
-            let shape = TableShape {
-                layout: LayoutKind::OneWord,
-                buckets,
-                bits: 32,
-                stripes,
-                base_buckets: levels[0],
-                base_bits: 32,
-            };
-            Table::new(shape, limits, false).expect("tiny table")
-        })
-        .collect();
-    let plan = GrowthPlan {
-        factor: 2,
-        max_levels: levels.len() as u32,
-        base_capacity: 2,
-        width: WidthRule::Fixed(32),
-        layout: LayoutKind::OneWord,
-    };
-    CuckooFilter::from_parts(Levels::restore(plan, tables, limits, false), PassThrough)
-}
-
-/// The item (hash) whose primary bucket in level `level` is `primary` and whose fingerprint
-/// is `fp`.
-pub fn item_in(filter: &CuckooFilter<PassThrough>, level: usize, primary: usize, fp: u64) -> u64 {
-    filter
-        .levels_ref()
-        .level(level)
-        .mapper()
-        .hash_for(primary, fp)
-}
-
-/// The primary bucket of `item` in level `level`.
-pub fn primary_in(filter: &CuckooFilter<PassThrough>, level: usize, item: u64) -> usize {
-    let table = filter.levels_ref().level(level);
-    table.key(item).primary
-}
-
-/// The alternate bucket, in level `level`, of fingerprint `fp` stored in `bucket`.
-pub fn alternate_in(
-    filter: &CuckooFilter<PassThrough>,
-    level: usize,
-    bucket: usize,
-    fp: u64,
-) -> usize {
-    filter
-        .levels_ref()
-        .level(level)
-        .mapper()
-        .alternate(bucket, fp)
-}
-
-/// Stores `fp` in `bucket` of level `level`; false when the bucket is full.
-pub fn place_in(filter: &CuckooFilter<PassThrough>, level: usize, bucket: usize, fp: u64) -> bool {
-    filter.levels_ref().level(level).place_raw(bucket, fp)
-}
-
-/// Adds a level to a growing filter now, as an insert that found the newest level full would.
-pub fn grow(filter: &CuckooFilter<PassThrough>) {
-    filter
-        .levels_ref()
-        .add_level()
-        .expect("room for another level");
-}
-
-/// Items in level `level`, and whether it was released.
-pub fn level_state(filter: &CuckooFilter<PassThrough>, level: usize) -> (usize, bool) {
-    let table = filter.levels_ref().level(level);
-    (table.len(), table.is_released())
-}
-
-/// The full outcome of `contains(item)` over every level.
-pub fn lookup_all(filter: &CuckooFilter<PassThrough>, item: u64) -> Outcome {
-    outcome(filter.levels_ref().lookup(item))
+    table(filter).key(item).fingerprint
 }
 
 fn outcome(lookup: Lookup) -> Outcome {
@@ -321,62 +213,60 @@ pub fn rb_lookup(filter: &RedisCuckooFilter, item: &[u8]) -> (Outcome, Vec<Outco
     (outcome(answer), asked.into_iter().map(outcome).collect())
 }
 
-/// An empty [`ExpandingFilter`](crate::ExpandingFilter) of `base` (even) first-table buckets
-/// of four `lane_bits`-bit lanes that may double `max_doublings` times, items hashed by
-/// [`PassThrough`]. Its stripes: every bucket of the first table on one, each later segment's
-/// on another (so a split takes two, and a lookup of a split bucket validates both).
-pub fn tiny_expanding(
-    base: u64,
-    lane_bits: u32,
-    max_doublings: u32,
-) -> crate::ExpandingFilter<PassThrough> {
-    crate::ExpandingFilter::loom_tiny(base, lane_bits, max_doublings)
+/// An empty growable filter (a doubling table, see `growth`) of `base` (even) first-table
+/// buckets of four `lane_bits`-bit lanes whose width is planned for `planned` doublings (it
+/// doubles past them too), items hashed by [`PassThrough`]. Its stripes: every bucket of the
+/// first table on one, each later segment's on another (so a split takes two, and a lookup of
+/// a split bucket validates both).
+pub fn tiny_doubling(base: u64, lane_bits: u32, planned: u32) -> CuckooFilter<PassThrough> {
+    let doubling = Doubling::loom_tiny(base, lane_bits, planned);
+    CuckooFilter::from_parts(Body::Growable(doubling), PassThrough)
+}
+
+/// The doubling table of a filter built by [`tiny_doubling`].
+fn doubling(filter: &CuckooFilter<PassThrough>) -> &Doubling {
+    match filter.body() {
+        Body::Growable(doubling) => doubling,
+        Body::Fixed(_) => panic!("a growable filter's helper given a fixed filter"),
+    }
 }
 
 /// `item`'s bucket on each side after `doublings` doublings: (home, high part).
-pub fn expanding_buckets(
-    filter: &crate::ExpandingFilter<PassThrough>,
+pub fn doubling_buckets(
+    filter: &CuckooFilter<PassThrough>,
     item: u64,
     doublings: u32,
 ) -> [(u64, u64); 2] {
-    filter.loom_buckets(item, doublings)
+    doubling(filter).loom_buckets(item, doublings)
 }
 
 /// Stores `item`'s entry in its bucket on `side`; false when that bucket is full.
-pub fn expanding_place(
-    filter: &crate::ExpandingFilter<PassThrough>,
-    item: u64,
-    side: usize,
-) -> bool {
-    filter.loom_place(item, side)
+pub fn doubling_place(filter: &CuckooFilter<PassThrough>, item: u64, side: usize) -> bool {
+    doubling(filter).loom_place(item, side)
 }
 
 /// Whether `item`'s bucket on `side` holds an entry that matches it.
-pub fn expanding_holds(
-    filter: &crate::ExpandingFilter<PassThrough>,
-    item: u64,
-    side: usize,
-) -> bool {
-    filter.loom_holds(item, side)
+pub fn doubling_holds(filter: &CuckooFilter<PassThrough>, item: u64, side: usize) -> bool {
+    doubling(filter).loom_holds(item, side)
 }
 
 /// The full outcome of `contains(item)`.
-pub fn expanding_lookup(filter: &crate::ExpandingFilter<PassThrough>, item: u64) -> Outcome {
-    outcome(filter.loom_lookup(item))
+pub fn doubling_lookup(filter: &CuckooFilter<PassThrough>, item: u64) -> Outcome {
+    outcome(doubling(filter).loom_lookup(item))
 }
 
 /// Begins the next doubling now (adds the segment and the split bitmap, publishes the count);
 /// no bucket is split yet.
-pub fn expanding_begin_doubling(filter: &crate::ExpandingFilter<PassThrough>) {
-    filter.loom_begin_doubling();
+pub fn begin_doubling(filter: &CuckooFilter<PassThrough>) {
+    doubling(filter).loom_begin_doubling();
 }
 
 /// Splits old bucket `index` (`home + base · high`) of the doubling in progress, if not split.
-pub fn expanding_split_old(filter: &crate::ExpandingFilter<PassThrough>, index: u64) {
-    filter.loom_split_old(index);
+pub fn split_old(filter: &CuckooFilter<PassThrough>, index: u64) {
+    doubling(filter).loom_split_old(index);
 }
 
 /// Splits `item`'s old bucket on `side` if the doubling in progress has not split it yet.
-pub fn expanding_split(filter: &crate::ExpandingFilter<PassThrough>, item: u64, side: usize) {
-    filter.loom_split(item, side);
+pub fn split(filter: &CuckooFilter<PassThrough>, item: u64, side: usize) {
+    doubling(filter).loom_split(item, side);
 }

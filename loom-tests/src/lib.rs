@@ -12,11 +12,8 @@ use atomic_cuckoo::CuckooFilter;
 pub use atomic_cuckoo::Layout;
 pub use loom::sync::Arc;
 
-/// The filter type of every model: items are their own hashes.
+/// The filter type of every model, fixed or growable: items are their own hashes.
 pub type Filter = CuckooFilter<PassThrough>;
-
-/// The expanding filter of the expanding models: items are their own hashes.
-pub type Expanding = atomic_cuckoo::ExpandingFilter<PassThrough>;
 
 /// The first item (hash) from a fixed sequence that `wanted` accepts and `taken` does not
 /// hold, added to `taken`: models search their items, so every interleaving starts alike.
@@ -67,15 +64,6 @@ impl Table {
             filter: hook::tiny_layout_filter(layout, buckets, stripes, bits),
             taken: Vec::new(),
             max_fp: (1 << bits) - 1,
-        }
-    }
-
-    /// A table that grows once, into a second level of 4 buckets.
-    pub fn growing(stripes: usize) -> Self {
-        Table {
-            filter: hook::tiny_growing_filter(stripes),
-            taken: Vec::new(),
-            max_fp: (1 << BITS) - 1,
         }
     }
 

@@ -99,7 +99,7 @@ impl Doubling {
             home: old.home,
             high: old.high + (1 << (k - 1)),
         };
-        if cfg!(loom_mutant = "expanding_flag_before_split")
+        if cfg!(loom_mutant = "doubling_flag_before_split")
             && self.left.load(Ordering::Relaxed) == 1
         {
             // The broken variant: the last split clears the flag before it takes its stripes.
@@ -112,7 +112,7 @@ impl Doubling {
             }
             // The copies it makes were counted when the doubling began.
             self.table.split(old, k - 1);
-            if !cfg!(loom_mutant = "expanding_bit_after_unlock") {
+            if !cfg!(loom_mutant = "doubling_bit_after_unlock") {
                 self.clear_split_bit(k, old);
             }
             // AcqRel: each split reads the decrement before it, so the one that reaches 0
@@ -126,7 +126,7 @@ impl Doubling {
             }
             last
         };
-        if cfg!(loom_mutant = "expanding_bit_after_unlock") {
+        if cfg!(loom_mutant = "doubling_bit_after_unlock") {
             self.clear_split_bit(k, old);
         }
         if last {

@@ -1,4 +1,4 @@
-//! Test-only access to a growable table for the loom models (compiled only with
+//! Test-only access to the doubling table for the loom models (compiled only with
 //! `--cfg loom`): tiny tables, entries placed in chosen buckets, a doubling begun and a bucket
 //! split on demand, and the full outcome of a lookup. All of it drives the real code.
 
@@ -11,20 +11,21 @@ use crate::stripe::StripeSet;
 
 /// Stripes of a model's filter: fewer than the crate's rule gives a tiny table (one per bucket),
 /// so that a doubling's freeze is few steps to explore; the first table's buckets share one
-/// stripe, the first segment added by a doubling the other (see `loom_hook::tiny_expanding`).
+/// stripe, the first segment added by a doubling the other (see `loom_hook::tiny_doubling`).
 const LOOM_STRIPES: usize = 2;
 
 impl Doubling {
-    /// An empty filter of `base` (even) first-table buckets of four `lane_bits`-bit lanes that
-    /// may double `max_doublings` times, guarded by two stripes (`LOOM_STRIPES`); items are
-    /// their own hashes.
-    pub(crate) fn loom_tiny(base: u64, lane_bits: u32, max_doublings: u32) -> Self {
-        assert!(max_doublings <= MAX_DOUBLINGS);
+    /// An empty table of `base` (even) first-table buckets of four `lane_bits`-bit lanes,
+    /// planned for `planned` doublings (a plan, not a ceiling: it doubles past them), guarded
+    /// by two stripes (`LOOM_STRIPES`). Its lookups and writers take hashes: a model's items
+    /// are their own hashes.
+    pub(crate) fn loom_tiny(base: u64, lane_bits: u32, planned: u32) -> Self {
+        assert!(planned <= MAX_DOUBLINGS);
         let table = Table::new(base, lane_bits, false).expect("a tiny table");
         let mut filter = Doubling::from_parts(Parts {
             keys: KeyMap::new(base),
             table,
-            planned: max_doublings,
+            planned,
             tail_bits: lane_bits - 1 - ANCHOR_BITS,
             target: 0.5,
             doublings: 0,

@@ -183,7 +183,7 @@ impl Doubling {
         // was split after that doubling was published (the splitter read the count with
         // Acquire, then took its stripes and their release fence), so a bucket load that sees
         // the split makes this load see the new count.
-        cfg!(loom_mutant = "expanding_reader_ignores_doublings")
+        cfg!(loom_mutant = "doubling_reader_ignores_doublings")
             || self.doublings.load(Ordering::Relaxed) as u32 == k
     }
 
@@ -205,7 +205,7 @@ impl Doubling {
             // that stripe, so a bit read after this is checked by its validation.
             begin(&mut begun, &mut count, self.table.stripe_key(old));
             let (pos, doublings) = if self.is_unsplit(k, old) {
-                if cfg!(loom_mutant = "expanding_unvalidated_old") {
+                if cfg!(loom_mutant = "doubling_unvalidated_old") {
                     // The broken variant: an unsplit bucket's read taken as proven.
                     count -= 1;
                 }
@@ -334,7 +334,7 @@ impl Doubling {
         // Relaxed: a doubling is published while every writer is held back (a freeze, which
         // waits for our stripes), and our admission read the freeze's gate open with Acquire
         // after it: so this reads the count as it is while we hold the stripes.
-        cfg!(loom_mutant = "expanding_writer_ignores_doublings")
+        cfg!(loom_mutant = "doubling_writer_ignores_doublings")
             || self.doublings.load(Ordering::Relaxed) as u32 == k
     }
 

@@ -1,4 +1,4 @@
-//! Model 19: a cuckoo path in an `ExpandingFilter` while another writer inserts into the bucket
+//! Model 19: a cuckoo path in a growable filter while another writer inserts into the bucket
 //! where the path ends, and while a lookup reads the entry it moves.
 //!
 //! x's two buckets A and B are full. Every entry of A has its other bucket in T; every entry
@@ -7,16 +7,16 @@
 //! the stripes of A and T after checking that the entry is still in A and T still has room.
 //! Meanwhile w, whose first bucket is T, takes that lane.
 //!
-//! Mutant `expanding_move_unlocked` makes the move without taking the stripes: the move and w's
+//! Mutant `doubling_move_unlocked` makes the move without taking the stripes: the move and w's
 //! insert both find T's free lane and both write it, and one of the two entries is lost. (The
 //! eight buckets share one stripe group, so a move that locks only one of its two stripes is
 //! not seen here.)
 #![cfg(loom)]
 
-use loom_tests::{check_both_orders, find_item, hook, Expanding, Outcome};
+use loom_tests::{check_both_orders, find_item, hook, Filter, Outcome};
 
 struct Walk {
-    filter: Expanding,
+    filter: Filter,
     x: u64,
     w: u64,
     /// Every item stored before the model's threads start.
@@ -26,8 +26,8 @@ struct Walk {
 }
 
 /// The two buckets of `item` (homes: the table never doubles).
-fn homes(filter: &Expanding, item: u64) -> (u64, u64) {
-    let [a, b] = hook::expanding_buckets(filter, item, 0);
+fn homes(filter: &Filter, item: u64) -> (u64, u64) {
+    let [a, b] = hook::doubling_buckets(filter, item, 0);
     (a.0, b.0)
 }
 
@@ -39,7 +39,7 @@ fn walk_setup() -> Walk {
     copy.insert(&x).unwrap();
     let moved = *in_a
         .iter()
-        .find(|&&entry| !hook::expanding_holds(&copy, entry, 0))
+        .find(|&&entry| !hook::doubling_holds(&copy, entry, 0))
         .expect("x's walk moves an entry of A");
     Walk {
         filter,
@@ -51,10 +51,10 @@ fn walk_setup() -> Walk {
 }
 
 /// The table before x's insert: x, w, every item stored, and the entries of A.
-fn walk_table() -> (Expanding, u64, u64, Vec<u64>, Vec<u64>) {
+fn walk_table() -> (Filter, u64, u64, Vec<u64>, Vec<u64>) {
     // Eight buckets, so that x's buckets, T and the buckets of T's entries are all apart; no
     // doubling (the table stays far below its load limit).
-    let filter = hook::tiny_expanding(8, 12, 0);
+    let filter = hook::tiny_doubling(8, 12, 0);
     let mut taken = Vec::new();
     let mut anchors = Vec::new();
     // Distinct anchors (the low 5 bits of an item's hash): no entry matches another item.
@@ -74,13 +74,13 @@ fn walk_table() -> (Expanding, u64, u64, Vec<u64>, Vec<u64>) {
     let mut in_a = Vec::new();
     for _ in 0..4 {
         let entry = item(&|i| homes(&filter, i) == (a, t));
-        assert!(hook::expanding_place(&filter, entry, 0));
+        assert!(hook::doubling_place(&filter, entry, 0));
         in_a.push(entry);
         stored.push(entry);
     }
     for _ in 0..4 {
         let entry = item(&|i| homes(&filter, i) == (b, a));
-        assert!(hook::expanding_place(&filter, entry, 0));
+        assert!(hook::doubling_place(&filter, entry, 0));
         stored.push(entry);
     }
     // Three entries in T whose other buckets are neither A nor B: T keeps one free lane.
@@ -89,7 +89,7 @@ fn walk_table() -> (Expanding, u64, u64, Vec<u64>, Vec<u64>) {
             let (home, other) = homes(&filter, i);
             home == t && other != a && other != b
         });
-        assert!(hook::expanding_place(&filter, entry, 0));
+        assert!(hook::doubling_place(&filter, entry, 0));
         stored.push(entry);
     }
     let w = item(&|i| {
@@ -97,7 +97,7 @@ fn walk_table() -> (Expanding, u64, u64, Vec<u64>, Vec<u64>) {
         home == t && other != a && other != b
     });
     for item in [x, w] {
-        assert_eq!(hook::expanding_lookup(&filter, item), Outcome::Absent);
+        assert_eq!(hook::doubling_lookup(&filter, item), Outcome::Absent);
     }
     (filter, x, w, stored, in_a)
 }
@@ -112,16 +112,22 @@ fn insert_w(s: &Walk) {
 
 fn look_up_moved(s: &Walk) {
     assert_ne!(
-        hook::expanding_lookup(&s.filter, s.moved),
+        hook::doubling_lookup(&s.filter, s.moved),
         Outcome::Absent,
         "an entry missed while a walk moved it"
     );
 }
 
 fn assert_walked(s: &Walk) {
+    // A growable table doubles when a path search fails: x's path is there to be found.
+    assert_eq!(
+        s.filter.doublings(),
+        0,
+        "x's insert found no path and doubled"
+    );
     for &item in s.stored.iter().chain([&s.x]) {
         assert_eq!(
-            hook::expanding_lookup(&s.filter, item),
+            hook::doubling_lookup(&s.filter, item),
             Outcome::Present,
             "an item lost by a kick walk"
         );
@@ -132,7 +138,7 @@ fn after_walk(s: &Walk) {
     assert_walked(s);
     // (With no other writer, the walk is the one planned on the copy.)
     assert!(
-        !hook::expanding_holds(&s.filter, s.moved, 0),
+        !hook::doubling_holds(&s.filter, s.moved, 0),
         "the walk moved another entry than on the copy"
     );
     assert_eq!(s.filter.len(), s.stored.len() + 1);
@@ -141,7 +147,7 @@ fn after_walk(s: &Walk) {
 fn after_walk_and_insert(s: &Walk) {
     assert_walked(s);
     assert_eq!(
-        hook::expanding_lookup(&s.filter, s.w),
+        hook::doubling_lookup(&s.filter, s.w),
         Outcome::Present,
         "w lost: a walk wrote over it"
     );
@@ -151,7 +157,7 @@ fn after_walk_and_insert(s: &Walk) {
 #[test]
 fn a_walk_and_an_insert_into_its_last_bucket_keep_every_item() {
     check_both_orders(
-        "expanding: walk vs insert",
+        "growth: walk vs insert",
         walk_setup,
         insert_x,
         insert_w,
@@ -162,7 +168,7 @@ fn a_walk_and_an_insert_into_its_last_bucket_keep_every_item() {
 #[test]
 fn a_lookup_of_entries_a_walk_moves_never_misses() {
     check_both_orders(
-        "expanding: walk vs lookup",
+        "growth: walk vs lookup",
         walk_setup,
         insert_x,
         look_up_moved,

@@ -1,47 +1,47 @@
 //! Model 17: a doubling's split of one bucket while a lookup reads it, and two splits of one
-//! bucket at once, in an `ExpandingFilter`.
+//! bucket at once, in a growable filter (its table doubles in place).
 //!
 //! A doubling in progress is begun in the setup. x and y share their bucket on side 0; a split
 //! moves x into the new half and keeps y in the old one (their next bits are 1 and 0), and y's
 //! bit after that is 1, so a second split of the same bucket would move y over x.
 //!
 //! A lookup reads the old bucket while its bit says "not split", under the old bucket's
-//! stripe, which the split holds while it clears the bit: mutant `expanding_unvalidated_old`
+//! stripe, which the split holds while it clears the bit: mutant `doubling_unvalidated_old`
 //! takes that read as proven without validating the stripe (it misses x after the split moved
-//! it), and mutant `expanding_bit_after_unlock` clears the bit after letting the stripes go (a
+//! it), and mutant `doubling_bit_after_unlock` clears the bit after letting the stripes go (a
 //! lookup then reads the split bucket as unsplit under a settled version, and a second split
 //! splits it again).
 //!
 //! When x's bucket is the last the doubling splits, that split also clears the filter's
 //! "splitting" flag, after which lookups read buckets without the bitmap: mutant
-//! `expanding_flag_before_split` clears it before taking the stripes, so a lookup that reads it
+//! `doubling_flag_before_split` clears it before taking the stripes, so a lookup that reads it
 //! clear reads x's new bucket, still empty, under a version from before the split.
 #![cfg(loom)]
 
-use loom_tests::{check_both_orders, find_item, hook, Expanding, Outcome};
+use loom_tests::{check_both_orders, find_item, hook, Filter, Outcome};
 
 struct Split {
-    filter: Expanding,
+    filter: Filter,
     x: u64,
     y: u64,
 }
 
 fn split_setup() -> Split {
-    let filter = hook::tiny_expanding(4, 12, 2);
+    let filter = hook::tiny_doubling(4, 12, 2);
     let mut taken = Vec::new();
     // x: side 0 moves up on the first doubling.
     let x = find_item(&mut taken, |x| {
-        hook::expanding_buckets(&filter, x, 1)[0].1 == 1
+        hook::doubling_buckets(&filter, x, 1)[0].1 == 1
     });
-    let home = hook::expanding_buckets(&filter, x, 0)[0].0;
+    let home = hook::doubling_buckets(&filter, x, 0)[0].0;
     // y: the same side-0 bucket, stays down on the first doubling, moves up on the second.
     let y = find_item(&mut taken, |y| {
-        let side = |d: u32| hook::expanding_buckets(&filter, y, d)[0];
+        let side = |d: u32| hook::doubling_buckets(&filter, y, d)[0];
         side(0).0 == home && side(1).1 == 0 && side(2).1 == 2
     });
-    assert!(hook::expanding_place(&filter, x, 0));
-    assert!(hook::expanding_place(&filter, y, 0));
-    hook::expanding_begin_doubling(&filter);
+    assert!(hook::doubling_place(&filter, x, 0));
+    assert!(hook::doubling_place(&filter, y, 0));
+    hook::begin_doubling(&filter);
     assert_eq!(filter.doublings(), 1);
     assert!(filter.is_doubling());
     Split { filter, x, y }
@@ -50,9 +50,9 @@ fn split_setup() -> Split {
 /// As `split_setup`, with every old bucket but x's split already: x's split is the last.
 fn last_split_setup() -> Split {
     let s = split_setup();
-    let home = hook::expanding_buckets(&s.filter, s.x, 0)[0].0;
+    let home = hook::doubling_buckets(&s.filter, s.x, 0)[0].0;
     for index in (0..4).filter(|&i| i != home) {
-        hook::expanding_split_old(&s.filter, index);
+        hook::split_old(&s.filter, index);
     }
     assert!(s.filter.is_doubling(), "x's bucket is left");
     s
@@ -64,12 +64,12 @@ fn after_last_split(s: &Split) {
 }
 
 fn split_x(s: &Split) {
-    hook::expanding_split(&s.filter, s.x, 0);
+    hook::split(&s.filter, s.x, 0);
 }
 
 fn look_up_x(s: &Split) {
     assert_ne!(
-        hook::expanding_lookup(&s.filter, s.x),
+        hook::doubling_lookup(&s.filter, s.x),
         Outcome::Absent,
         "x missed while its bucket was split"
     );
@@ -78,7 +78,7 @@ fn look_up_x(s: &Split) {
 fn after_split(s: &Split) {
     for (name, item) in [("x", s.x), ("y", s.y)] {
         assert_eq!(
-            hook::expanding_lookup(&s.filter, item),
+            hook::doubling_lookup(&s.filter, item),
             Outcome::Present,
             "{name} lost by a split"
         );
@@ -89,7 +89,7 @@ fn after_split(s: &Split) {
 #[test]
 fn a_lookup_of_an_entry_that_a_split_moves_never_misses() {
     check_both_orders(
-        "expanding: split vs lookup",
+        "growth: split vs lookup",
         split_setup,
         split_x,
         look_up_x,
@@ -100,7 +100,7 @@ fn a_lookup_of_an_entry_that_a_split_moves_never_misses() {
 #[test]
 fn two_threads_splitting_one_bucket_split_it_once() {
     check_both_orders(
-        "expanding: split vs split",
+        "growth: split vs split",
         split_setup,
         split_x,
         split_x,
@@ -111,7 +111,7 @@ fn two_threads_splitting_one_bucket_split_it_once() {
 #[test]
 fn a_lookup_during_the_last_split_of_a_doubling_never_misses() {
     check_both_orders(
-        "expanding: last split vs lookup",
+        "growth: last split vs lookup",
         last_split_setup,
         split_x,
         look_up_x,
