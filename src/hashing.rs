@@ -131,7 +131,7 @@ pub(crate) struct Nesting {
 
 impl Nesting {
     /// A level that nests only in itself (level 0, or a filter that never grows).
-    #[cfg(any(test, loom_mutant = "unnested_levels"))]
+    #[cfg(test)]
     pub(crate) fn flat(buckets: usize, bits: u32) -> Self {
         Nesting {
             buckets,

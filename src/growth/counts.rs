@@ -1,4 +1,4 @@
-//! The expanding filter's counters: items, lanes in use and entries by tail length, in shards
+//! A growable table's counters: items, lanes in use and entries by tail length, in shards
 //! that writers change while they hold a stripe, and an estimate of the lanes in use that an
 //! insert can read without touching every shard.
 //!

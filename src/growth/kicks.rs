@@ -55,7 +55,7 @@ impl PathSpace for Paths<'_> {
     fn move_entry(&self, hop: &Hop<Pos>) -> bool {
         let filter = self.filter;
         // Both buckets were split by the search (`visit_lanes`) in this doubling.
-        // Mutant `expanding_move_unlocked`: the move takes no stripe.
+        // Mutant `doubling_move_unlocked`: the move takes no stripe.
         let _held = (!cfg!(loom_mutant = "doubling_move_unlocked"))
             .then(|| filter.lock_pair(hop.from, hop.to));
         // Positions name buckets of the table after `k` doublings: a newer doubling moved

@@ -1,4 +1,4 @@
-//! The expanding filter's table: buckets of four lanes of `width` bits, packed one after the
+//! A growable table: buckets of four lanes of `width` bits, packed one after the
 //! other in `u64` words, in segments that double the table one at a time, and the split that
 //! moves a bucket's entries into its two halves.
 //!
