@@ -252,6 +252,12 @@ impl Table {
         self.mapper.key(hash)
     }
 
+    /// The table's key mapper (loom models place items by bucket and fingerprint).
+    #[cfg(loom)]
+    pub(crate) fn mapper(&self) -> &KeyMapper {
+        &self.mapper
+    }
+
     /// Total slots.
     pub(crate) fn slots(&self) -> usize {
         self.shape.buckets * self.layout.slots() as usize
