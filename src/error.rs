@@ -110,6 +110,13 @@ pub enum BuildError {
         /// The builder method whose setting was refused.
         setting: &'static str,
     },
+    /// A setting that only a growable filter takes
+    /// ([`expected_items`](crate::Builder::expected_items)), given without
+    /// [`growable(true)`](crate::Builder::growable).
+    GrowableOnly {
+        /// The builder method whose setting was refused.
+        setting: &'static str,
+    },
 }
 
 impl fmt::Display for BuildError {
@@ -142,6 +149,12 @@ impl fmt::Display for BuildError {
             }
             BuildError::NotForGrowable { setting } => {
                 write!(f, "a growable filter does not take the setting `{setting}`")
+            }
+            BuildError::GrowableOnly { setting } => {
+                write!(
+                    f,
+                    "the setting `{setting}` is for a growable filter: add `growable(true)`"
+                )
             }
         }
     }

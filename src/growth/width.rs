@@ -20,6 +20,19 @@ use crate::error::BuildError;
 /// exhausted entries, not the rate formula, decide that width).
 pub(crate) const PLANNED_DOUBLINGS: u32 = 17;
 
+/// The doublings a table built for `capacity` items makes before it holds `expected` items
+/// (each doubles what it takes before the next), at most `MAX_DOUBLINGS`; 0 when `expected`
+/// is no more than `capacity`.
+pub(crate) fn doublings_to_reach(capacity: usize, expected: usize) -> u32 {
+    let mut doublings = 0;
+    let mut holds = capacity.max(1) as u128;
+    while holds < expected as u128 && doublings < MAX_DOUBLINGS {
+        holds *= 2;
+        doublings += 1;
+    }
+    doublings
+}
+
 /// Widest lane: a marker bit and 31 bits of entry.
 const MAX_LANE_BITS: u32 = 32;
 
@@ -120,6 +133,17 @@ fn doublings_within(rate: f64, entry_bits: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_doublings_to_reach_an_expected_size_are_the_fewest_that_hold_it() {
+        assert_eq!(doublings_to_reach(1_000, 0), 0);
+        assert_eq!(doublings_to_reach(1_000, 1_000), 0);
+        assert_eq!(doublings_to_reach(1_000, 1_001), 1);
+        assert_eq!(doublings_to_reach(1_000, 2_000), 1);
+        assert_eq!(doublings_to_reach(1_000, 1_000_000), 10);
+        assert_eq!(doublings_to_reach(1_000, 1_024_001), 11);
+        assert_eq!(doublings_to_reach(1, usize::MAX), MAX_DOUBLINGS);
+    }
 
     #[test]
     fn the_width_keeps_the_rate_for_the_doublings_it_allows() {

@@ -11,6 +11,7 @@ mod growable_sizes;
 
 mod api;
 mod doubling;
+mod expected_items;
 mod growing;
 mod lookup_stress;
 mod lookups;
