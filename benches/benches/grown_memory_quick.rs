@@ -6,10 +6,12 @@
 //! cargo bench -p peer-benches --bench grown_memory_quick
 //! cargo bench -p peer-benches --bench grown_memory_quick -- --probes 4000000 --to 8000000
 //! ATOMIC_CUCKOO_BENCH_GROW_TO=100m cargo bench -p peer-benches --bench grown_memory_quick
+//! cargo bench -p peer-benches --bench grown_memory_quick -- --expected 1000000 --to 2000000
 //! ```
 //!
 //! Two parts, for each target in `--rates` (default `0.01,0.001`), both grown from
-//! `--capacity` (default 1,000) items:
+//! `--capacity` (default 1,000) items, with `--expected N` as `Builder::expected_items(N)` (by
+//! default none: lanes for 17 doublings):
 //!
 //! **Checkpoints**: `--from` (default 250,000) to `--to` (4,000,000) in steps of `--step`
 //! (250,000). Keys are one SplitMix64 stream per target (seed `SEED`): its first `--to` values
@@ -49,6 +51,8 @@ struct Run {
     probes: usize,
     rates: Vec<f64>,
     capacity: usize,
+    /// `Builder::expected_items`, when given.
+    expected: Option<usize>,
     grow_to: usize,
 }
 
@@ -61,6 +65,7 @@ fn options() -> Run {
         "--probes",
         "--rates",
         "--capacity",
+        "--expected",
     ]);
     let mut run = Run {
         from: 250_000,
@@ -70,6 +75,7 @@ fn options() -> Run {
         probes: 1_000_000,
         rates: vec![0.01, 0.001],
         capacity: 1_000,
+        expected: None,
         grow_to: grow_to(),
     };
     for (flag, value) in values {
@@ -80,6 +86,7 @@ fn options() -> Run {
             "--worst-from" => run.worst_from = positive_count(&flag, &value),
             "--probes" => run.probes = positive_count(&flag, &value),
             "--capacity" => run.capacity = positive_count(&flag, &value),
+            "--expected" => run.expected = Some(positive_count(&flag, &value)),
             "--rates" => {
                 run.rates = value
                     .split(',')
@@ -137,12 +144,16 @@ fn fixed(items: usize, rate: f64) -> CuckooFilter {
 }
 
 fn growable(run: &Run, rate: f64) -> CuckooFilter {
-    CuckooFilter::builder()
+    let builder = CuckooFilter::builder()
         .capacity(run.capacity)
         .false_positive_rate(rate)
-        .growable(true)
-        .build()
-        .unwrap()
+        .growable(true);
+    match run.expected {
+        Some(items) => builder.expected_items(items),
+        None => builder,
+    }
+    .build()
+    .unwrap()
 }
 
 /// One checkpoint of the first part: the grown filter's bits/item and measured rate, then the
