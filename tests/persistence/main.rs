@@ -18,3 +18,4 @@ mod save_liveness;
 mod save_under_load;
 mod serde_format;
 mod snapshots;
+mod stages;
