@@ -10,6 +10,7 @@ mod growable_sizes;
 mod watchdog;
 
 mod growable;
+mod nested_ops;
 mod save_chaos;
 mod save_corners;
 mod save_freeze;
