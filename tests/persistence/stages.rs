@@ -283,7 +283,7 @@ fn every_bit_flip_and_cut_of_the_smallest_growable_snapshots_is_a_typed_error() 
                         PersistError::BadMagic => i < 8,
                         PersistError::ChecksumMismatch { .. } => true,
                         PersistError::TrailingBytes { .. } => false,
-                        PersistError::Truncated => i >= 8 && i < GROWABLE_HEADER_WORDS * 8,
+                        PersistError::Truncated => (8..GROWABLE_HEADER_WORDS * 8).contains(&i),
                         PersistError::UnsupportedVersion { .. } => (8..10).contains(&i),
                         PersistError::InvalidParameter { .. } => i < GROWABLE_HEADER_WORDS * 8,
                         PersistError::HasherMismatch => (80..88).contains(&i),
@@ -318,6 +318,9 @@ fn every_bit_flip_and_cut_of_the_smallest_growable_snapshots_is_a_typed_error() 
     }
 }
 
+/// Whether an error is the one a forged header must give.
+type Expected = fn(&PersistError) -> bool;
+
 /// A growable snapshot in the middle of a doubling, for forging.
 fn mid_doubling_words() -> Vec<u64> {
     let filter = growable(1, 0.01);
@@ -344,7 +347,7 @@ fn forged_growable_headers_are_typed_errors_and_allocate_nothing_huge() {
         edit(&mut w);
         resealed(w)
     };
-    let cases: Vec<(&str, Vec<u8>, fn(&PersistError) -> bool)> = vec![
+    let cases: Vec<(&str, Vec<u8>, Expected)> = vec![
         (
             "33 doublings",
             forge(&|w| w[2] = 33 | max_doublings << 32),
