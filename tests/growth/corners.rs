@@ -476,8 +476,8 @@ fn insert_unique_adds_each_item_once_in_the_middle_of_doublings() {
     }
 }
 
-/// The batch calls across doublings: `insert_many` stops at a hot key's ninth copy with its
-/// index (in a later batch of 64 too), `insert_many_unique` stores it once, `contains_many`
+/// The batch calls across doublings: `insert_many` stops at the hot key's refused copy with
+/// its index (in a later batch of 64 too), `insert_many_unique` stores it once, `contains_many`
 /// answers as `contains`; the items before the failure are in, those after are not.
 #[test]
 fn batch_calls_report_a_hot_keys_index_across_doublings() {
@@ -492,18 +492,24 @@ fn batch_calls_report_a_hot_keys_index_across_doublings() {
         batch.extend(std::iter::repeat_n(hot, 12));
         batch.extend_from_slice(&keys[100..]);
         let err = filter.insert_many(&batch).unwrap_err();
+        // Eight copies fill the hot key's two buckets; fewer when another item in them has
+        // nowhere to go (refused the same way while the table is below half its load).
+        let stored = filter.count(&hot);
+        assert!(
+            (4..=8).contains(&stored),
+            "{at}: {stored} copies of the hot key"
+        );
         assert_eq!(
             (err.index, err.error),
-            (108, InsertError::ItemBucketsFull),
+            (100 + stored, InsertError::ItemBucketsFull),
             "{at}: {filter:?}"
         );
-        assert_eq!(filter.len(), 108, "{at}");
-        assert_eq!(filter.count(&hot), 8, "{at}");
+        assert_eq!(filter.len(), 100 + stored, "{at}");
         assert!(keys[..100].iter().all(|k| filter.contains(k)), "{at}");
         assert!(keys[100..].iter().all(|k| !filter.contains(k)), "{at}");
         // Set semantics: the hot key is there already, stored once more by no call.
         assert_eq!(filter.insert_many_unique([hot; 20]).unwrap(), 0, "{at}");
-        assert_eq!(filter.count(&hot), 8, "{at}");
+        assert_eq!(filter.count(&hot), stored, "{at}");
         // And on a filter without the hot key (whose buckets refuse the few items that share
         // both of them): each item once, across batches of 64 and doublings.
         let unique = growable(capacity, 1e-7);
