@@ -12,4 +12,5 @@ mod expanding;
 mod insert_unique;
 mod layout_stress;
 mod stress;
+mod tiny_growable_mix;
 mod tiny_growing_filters;

@@ -22,4 +22,5 @@ mod layouts;
 mod load_factor;
 mod model;
 mod set;
+mod small_capacity;
 mod std_api;

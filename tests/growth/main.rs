@@ -10,6 +10,7 @@ mod format_model;
 mod growable_sizes;
 
 mod api;
+mod corners;
 mod doubling;
 mod expected_items;
 mod growing;

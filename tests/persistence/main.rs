@@ -10,6 +10,7 @@ mod growable_sizes;
 mod watchdog;
 
 mod growable;
+mod nested_ops;
 mod save_chaos;
 mod save_corners;
 mod save_freeze;
@@ -18,3 +19,4 @@ mod save_liveness;
 mod save_under_load;
 mod serde_format;
 mod snapshots;
+mod stages;
