@@ -144,10 +144,10 @@ impl Doubling {
         })
     }
 
-    /// Whether every lane of `key`'s two (split) buckets holds an entry that another lane of
-    /// them also holds: copies of one item (the same entry, seen from either bucket). Read
-    /// without locks, as `buckets_hold_only`.
-    pub(super) fn buckets_jammed(&self, key: &Key, k: u32) -> bool {
+    /// Whether `key`'s two (split) buckets are full of copies of at most two entries (the
+    /// same entry seen from either bucket counts once): one or two hot keys. Read without
+    /// locks, as `buckets_hold_only`.
+    pub(super) fn buckets_held_by_hot_keys(&self, key: &Key, k: u32) -> bool {
         let mut entries = [(Pos { home: 0, high: 0 }, 0u64); 2 * LANES as usize];
         for side in 0..2 {
             let pos = key.pos(side, k);
@@ -155,7 +155,7 @@ impl Doubling {
             for lane in 0..LANES {
                 let entry = lane_of(lanes, lane, self.table.width());
                 if entry >> ANCHOR_BITS == 0 {
-                    // Room (or a read torn by a writer): not jammed.
+                    // Room (or a read torn by a writer): not held.
                     return false;
                 }
                 // The same entry in either bucket, named by the smaller of its two places.
@@ -166,9 +166,8 @@ impl Doubling {
                     if key(here) <= key(other) { here } else { other };
             }
         }
-        entries
-            .iter()
-            .enumerate()
-            .all(|(i, e)| entries.iter().enumerate().any(|(j, f)| i != j && e == f))
+        let first = entries[0];
+        let second = entries.iter().find(|&&e| e != first).copied();
+        entries.iter().all(|&e| e == first || Some(e) == second)
     }
 }

@@ -344,9 +344,10 @@ impl Doubling {
     /// table may have doubled for it, and a doubling in progress may have split more buckets;
     /// neither changes an answer.
     /// - [`InsertError::ItemBucketsFull`]: both of the item's buckets hold only copies of it
-    ///   (one item is stored at most eight times), or no room could be made in them while the
-    ///   table is below half its doubling load, or below 90 % of it with the buckets holding
-    ///   only repeated copies of a few items, which a doubling would not separate.
+    ///   (one item is stored at most eight times), or, below 90 % of the doubling load, only
+    ///   copies of one or two items (hot keys), which a doubling parts only by chance; or no
+    ///   room could be made while the table is below half its doubling load (only jams, some
+    ///   out of sight of these buckets, fail a search there).
     /// - [`InsertError::GrowthFailed`]: the new buckets could not be allocated.
     pub(crate) fn insert(&self, hash: u64) -> Result<(), InsertError> {
         self.insert_key(&self.key(hash), false).map(|_| ())
@@ -391,14 +392,20 @@ impl Doubling {
                 Err(NoRoom) => {}
             }
             // A doubling separates entries of different items (by their next bit), but never
-            // copies of one item: buckets jammed by repeated items stay jammed, so the table
-            // does not grow for them unless it is nearly due (90 % of the doubling load). Nor
-            // does it grow for a failed search below half that load, where only such jams (some
-            // not seen from these two buckets) make searches fail: so a jam costs at most one
-            // doubling, and the table stays at least a quarter full.
+            // copies of one item: buckets that only copies of this item fill stay full, and
+            // so, unless the table is nearly due (90 % of the doubling load), do buckets that
+            // copies of one or two items fill (hot keys: an item shares both of a hot key's
+            // buckets one time in 32 of those it shares one with, and only a doubling's bit
+            // can part them, one time in two). Doubling for those would cost memory per hot
+            // key, so the item is refused. Nor does the table grow for a failed search below
+            // half its doubling load, where only jams (some not seen from these two buckets,
+            // as when many hot keys share the buckets around them) make searches fail: so a jam
+            // costs at most one doubling, and the table stays at least a quarter full. Any
+            // other failed search doubles the table: the items in the way are parted by the
+            // next bit.
             let occupied = self.occupied();
             if self.buckets_hold_only(key, k)
-                || (occupied < limit * 9 / 10 && self.buckets_jammed(key, k))
+                || (occupied < limit * 9 / 10 && self.buckets_held_by_hot_keys(key, k))
                 || occupied < limit / 2
             {
                 return Err(InsertError::ItemBucketsFull);
