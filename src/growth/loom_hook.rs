@@ -7,7 +7,6 @@ use super::keys::{KeyMap, ANCHOR_BITS};
 use super::table::Table;
 use super::{Doubling, Parts, MAX_DOUBLINGS};
 use crate::optimistic_read::Lookup;
-use crate::stripe::StripeSet;
 
 /// Stripes of a model's filter: fewer than the crate's rule gives a tiny table (one per bucket),
 /// so that a doubling's freeze is few steps to explore; the first table's buckets share one
@@ -22,8 +21,11 @@ impl Doubling {
     pub(crate) fn loom_tiny(base: u64, lane_bits: u32, planned: u32) -> Self {
         assert!(planned <= MAX_DOUBLINGS);
         let table = Table::new(base, lane_bits, false).expect("a tiny table");
-        let mut filter = Doubling::from_parts(Parts {
+        Doubling::from_parts(Parts {
             keys: KeyMap::new(base),
+            // Fewer than the crate's rule gives (4,096 for the largest table), so that a model
+            // creates few atomics per execution and a doubling's freeze is few steps.
+            stripes: LOOM_STRIPES,
             table,
             planned,
             tail_bits: lane_bits - 1 - ANCHOR_BITS,
@@ -32,10 +34,7 @@ impl Doubling {
             splitting: None,
             totals: Totals::default(),
             rng: 0x2545_f491_4f6c_dd1d,
-        });
-        // Not yet shared: nothing has read the stripes the crate's rule gave it.
-        filter.stripes = StripeSet::new(LOOM_STRIPES);
-        filter
+        })
     }
 
     /// `item`'s bucket on each side after `doublings` doublings: (home, high part).

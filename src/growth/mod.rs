@@ -678,6 +678,8 @@ impl PairRead for Copies {
 struct Parts {
     keys: KeyMap,
     table: Table,
+    /// Lock stripes: `largest_table_stripes` of the first table (loom models use fewer).
+    stripes: usize,
     planned: u32,
     tail_bits: u32,
     target: f64,
@@ -700,7 +702,7 @@ impl Doubling {
             (next, left) = (at, remaining);
         }
         Doubling {
-            stripes: StripeSet::new(largest_table_stripes(parts.table.base())),
+            stripes: StripeSet::new(parts.stripes),
             keys: parts.keys,
             table: parts.table,
             doublings: AtomicU64::new(u64::from(parts.doublings)),
@@ -752,6 +754,7 @@ impl Doubling {
             )
         });
         Doubling::from_parts(Parts {
+            stripes: self.stripes.count(),
             keys: self.keys.clone(),
             table: self.table.copy(),
             planned: self.planned,
@@ -768,7 +771,7 @@ impl Doubling {
 /// Stripes for a first table of `base` buckets: the crate's rule (`params::stripes_for`) for
 /// the largest table it may double to, so that writers on many threads rarely meet once it
 /// has grown.
-fn largest_table_stripes(base: u64) -> usize {
+pub(super) fn largest_table_stripes(base: u64) -> usize {
     let largest = u128::from(base) << MAX_DOUBLINGS;
     params::stripes_for(usize::try_from(largest).unwrap_or(usize::MAX))
 }

@@ -18,7 +18,7 @@ use super::keys::{field_tail_bits, KeyMap, ANCHOR_BITS};
 use super::table::{words_for, Table, LANES};
 use super::width::is_builder_choice;
 use super::MAX_DOUBLINGS;
-use super::{Doubling, Parts};
+use super::{largest_table_stripes, Doubling, Parts};
 use crate::persist::{
     PersistError, WordReader, WordWriter, EXPANDING_MAGIC, HEADER_WORDS as FIRST_WORDS,
 };
@@ -494,6 +494,7 @@ impl Doubling {
         };
         Ok(Doubling::from_parts(Parts {
             keys: KeyMap::new(header.base),
+            stripes: largest_table_stripes(header.base),
             table,
             planned: header.max_doublings,
             tail_bits,

@@ -12,7 +12,7 @@
 use super::counts::Totals;
 use super::keys::{KeyMap, ANCHOR_BITS};
 use super::table::{Table, LANES};
-use super::{Doubling, Parts, MAX_DOUBLINGS, MAX_LOAD};
+use super::{largest_table_stripes, Doubling, Parts, MAX_DOUBLINGS, MAX_LOAD};
 use crate::error::BuildError;
 
 /// Doublings a growable filter keeps its target rate for: 17, so that a filter grows from its
@@ -69,6 +69,7 @@ pub(crate) fn build(
     })?;
     Ok(Doubling::from_parts(Parts {
         keys: KeyMap::new(base),
+        stripes: largest_table_stripes(base),
         table,
         planned: doublings_allowed(rate, entry_bits).min(MAX_DOUBLINGS),
         tail_bits: entry_bits - ANCHOR_BITS,
