@@ -59,11 +59,20 @@ pub struct Snapshot {
     pub levels: Vec<Level>,
 }
 
-fn words_of(bytes: &[u8]) -> Vec<u64> {
+/// The little-endian words of a snapshot's bytes.
+pub fn words_of(bytes: &[u8]) -> Vec<u64> {
     bytes
         .chunks_exact(8)
         .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
         .collect()
+}
+
+/// Snapshot words as bytes, their last word (the checksum) made right again: for forged
+/// snapshots that must get past the checksum.
+pub fn resealed(mut words: Vec<u64>) -> Vec<u8> {
+    let n = words.len() - 1;
+    words[n] = checksum(&words[..n]);
+    words.iter().flat_map(|w| w.to_le_bytes()).collect()
 }
 
 impl Snapshot {

@@ -9,7 +9,7 @@ use atomic_cuckoo::{CuckooFilter, PersistError};
 use crate::growable_sizes::GrowableSizes;
 
 use crate::common;
-use crate::format_model::checksum;
+use crate::format_model::{resealed, words_of};
 use crate::watchdog::{inside_own_save, Refused};
 
 /// Header words (see FORMAT.md, the growable filter's snapshots).
@@ -83,20 +83,6 @@ fn assert_same(a: &CuckooFilter, b: &CuckooFilter, kept: &[u64], seed: u64) {
         b.to_bytes(),
         "the restored filter saves differently"
     );
-}
-
-fn words_of(bytes: &[u8]) -> Vec<u64> {
-    bytes
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
-        .collect()
-}
-
-/// The words as bytes, with the checksum made right again.
-fn resealed(mut words: Vec<u64>) -> Vec<u8> {
-    let n = words.len() - 1;
-    words[n] = checksum(&words[..n]);
-    words.iter().flat_map(|w| w.to_le_bytes()).collect()
 }
 
 /// A small snapshot with every part: three doublings, the fourth in progress (a split bitmap),
@@ -216,48 +202,6 @@ fn a_snapshot_can_be_followed_by_other_data_but_not_in_from_bytes() {
             Err(PersistError::TrailingBytes { extra: e }) if e == extra
         ));
     }
-}
-
-#[test]
-fn truncation_at_every_length_is_reported() {
-    let bytes = small().0.to_bytes();
-    for len in 0..bytes.len() {
-        let prefix = &bytes[..len];
-        assert!(
-            matches!(
-                CuckooFilter::from_bytes(prefix),
-                Err(PersistError::Truncated)
-            ),
-            "from_bytes of {len} bytes"
-        );
-        assert!(
-            matches!(
-                CuckooFilter::read_from(prefix),
-                Err(PersistError::Truncated)
-            ),
-            "read_from of {len} bytes"
-        );
-    }
-}
-
-#[test]
-fn every_single_bit_flip_is_rejected() {
-    let bytes = small().0.to_bytes();
-    for i in 0..bytes.len() {
-        for bit in 0..8 {
-            let mut corrupt = bytes.clone();
-            corrupt[i] ^= 1 << bit;
-            assert!(
-                CuckooFilter::from_bytes(&corrupt).is_err(),
-                "byte {i} bit {bit}"
-            );
-            assert!(
-                CuckooFilter::read_from(&corrupt[..]).is_err(),
-                "byte {i} bit {bit}"
-            );
-        }
-    }
-    println!("{} single-bit corruptions rejected", bytes.len() * 8);
 }
 
 /// Restores `bytes` both ways; a restored filter is used (lookups, inserts, removes, doublings,

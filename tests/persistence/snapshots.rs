@@ -510,7 +510,7 @@ fn a_version_2_snapshot_with_flags_is_refused() {
 // ---------------------------------------------------------------- bucket layouts (format 3)
 
 use crate::common;
-use crate::format_model::{checksum, Snapshot};
+use crate::format_model::{resealed, words_of, Snapshot};
 use atomic_cuckoo::Layout;
 
 const LAYOUTS: [Layout; 3] = [Layout::Packed, Layout::Compact, Layout::OneWord];
@@ -562,20 +562,6 @@ fn filled_in(
         }
     }
     (filter, kept)
-}
-
-/// The words of `bytes` with the checksum made right again.
-fn resealed(mut words: Vec<u64>) -> Vec<u8> {
-    let n = words.len() - 1;
-    words[n] = checksum(&words[..n]);
-    words.iter().flat_map(|w| w.to_le_bytes()).collect()
-}
-
-fn words_of(bytes: &[u8]) -> Vec<u64> {
-    bytes
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
-        .collect()
 }
 
 /// Restores `bytes` both ways; when a restore succeeds, uses the filter (lookups, counts,

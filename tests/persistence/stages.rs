@@ -8,7 +8,7 @@
 use atomic_cuckoo::{AHashBuilder, CuckooFilter, PersistError};
 
 use crate::common::{distinct_keys, seed};
-use crate::format_model::checksum;
+use crate::format_model::{resealed, words_of};
 
 /// Words of a growable snapshot's header (FORMAT.md, "Growable filter snapshots").
 const GROWABLE_HEADER_WORDS: usize = 11;
@@ -20,20 +20,6 @@ fn growable(capacity: usize, rate: f64) -> CuckooFilter {
         .growable(true)
         .build()
         .unwrap()
-}
-
-fn words_of(bytes: &[u8]) -> Vec<u64> {
-    bytes
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
-        .collect()
-}
-
-/// The words as bytes, their last word (the checksum) made right again.
-fn resealed(mut words: Vec<u64>) -> Vec<u8> {
-    let n = words.len() - 1;
-    words[n] = checksum(&words[..n]);
-    words.iter().flat_map(|w| w.to_le_bytes()).collect()
 }
 
 /// A filter at one stage of its life, the items it holds (once each), and probes never
