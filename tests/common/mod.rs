@@ -5,6 +5,17 @@ use std::io::{self, Write};
 use std::sync::mpsc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// A growable filter (`Builder::growable`) for `capacity` items before its first doubling at a
+/// target `rate`: coarse rates give narrow lanes, fine ones wide.
+pub fn growable(capacity: usize, rate: f64) -> atomic_cuckoo::CuckooFilter {
+    atomic_cuckoo::CuckooFilter::builder()
+        .capacity(capacity)
+        .false_positive_rate(rate)
+        .growable(true)
+        .build()
+        .unwrap_or_else(|e| panic!("capacity {capacity} rate {rate}: {e}"))
+}
+
 /// SplitMix64: a tiny, fast, seedable generator (good enough to pick test keys and operations).
 #[derive(Clone, Debug)]
 pub struct Rng(u64);

@@ -12,16 +12,8 @@ use std::time::{Duration, Instant};
 
 use atomic_cuckoo::{CuckooFilter, InsertError};
 
+use crate::common::growable as tiny;
 use crate::common::{distinct_keys, seed, HeldWriter, Rng};
-
-fn tiny(capacity: usize, rate: f64) -> CuckooFilter {
-    CuckooFilter::builder()
-        .capacity(capacity)
-        .false_positive_rate(rate)
-        .growable(true)
-        .build()
-        .unwrap()
-}
 
 /// Runs this file's tests one at a time: each starts more threads than there are cores, and
 /// the races some of them reproduce need those threads to get the cores (not another test's).

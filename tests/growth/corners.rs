@@ -6,6 +6,7 @@
 
 use atomic_cuckoo::{CuckooFilter, InsertError};
 
+use crate::common::growable;
 use crate::common::{distinct_keys, seed, Rng};
 use crate::growable_sizes::GrowableSizes;
 
@@ -14,15 +15,6 @@ use crate::growable_sizes::GrowableSizes;
 /// (1e-7: 30-bit entries).
 const CAPACITIES: [usize; 3] = [1, 2, 3];
 const RATES: [f64; 3] = [0.5, 0.01, 1e-7];
-
-fn growable(capacity: usize, rate: f64) -> CuckooFilter {
-    CuckooFilter::builder()
-        .capacity(capacity)
-        .false_positive_rate(rate)
-        .growable(true)
-        .build()
-        .unwrap_or_else(|e| panic!("capacity {capacity} rate {rate}: {e}"))
-}
 
 /// Inserts keys from `keys[*next..]` until a doubling is in progress (or `limit` keys were
 /// inserted in all); returns whether one is.

@@ -8,6 +8,7 @@ use atomic_cuckoo::{BuildError, CuckooFilter, InsertError};
 
 use crate::growable_sizes::GrowableSizes;
 
+use crate::common::growable as build;
 use crate::common::{distinct_keys, seed, Rng};
 
 fn grown(capacity: usize, rate: f64) -> CuckooFilter {
@@ -182,15 +183,6 @@ fn bad_settings_are_typed_errors() {
 // Adversarial review: corner cases of tiny tables, coarse targets and the limits, then seeded
 // model tests against a multiset.
 // ---------------------------------------------------------------------------------------------
-
-fn build(capacity: usize, rate: f64) -> CuckooFilter {
-    CuckooFilter::builder()
-        .growable(true)
-        .capacity(capacity)
-        .false_positive_rate(rate)
-        .build()
-        .unwrap()
-}
 
 /// Inserts distinct keys from `keys` (advancing `next`) while the table has room before its
 /// next doubling, so that it ends exactly at its load limit.

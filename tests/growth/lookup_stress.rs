@@ -11,22 +11,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::common::growable as grown;
 use crate::common::{seed, Identity, Rng};
 use atomic_cuckoo::{CuckooFilter, InsertError};
 
 /// How long each configuration runs (the tests run two at a time on two cores).
 const RUN: Duration = Duration::from_millis(1_500);
-
-/// A growable filter; coarse rates give narrow lanes (collisions between items are common,
-/// and entries run out of tail bits and are copied).
-fn grown(capacity: usize, rate: f64) -> CuckooFilter {
-    CuckooFilter::builder()
-        .capacity(capacity)
-        .false_positive_rate(rate)
-        .growable(true)
-        .build()
-        .unwrap()
-}
 
 /// Inserts `n` fresh items, growing the filter; returns them.
 fn stable_items<S: BuildHasher>(f: &CuckooFilter<S>, rng: &mut Rng, n: usize) -> Vec<u64> {

@@ -7,20 +7,12 @@
 
 use atomic_cuckoo::{AHashBuilder, CuckooFilter, PersistError};
 
+use crate::common::growable;
 use crate::common::{distinct_keys, seed};
 use crate::format_model::{resealed, words_of};
 
 /// Words of a growable snapshot's header (FORMAT.md, "Growable filter snapshots").
 const GROWABLE_HEADER_WORDS: usize = 11;
-
-fn growable(capacity: usize, rate: f64) -> CuckooFilter {
-    CuckooFilter::builder()
-        .capacity(capacity)
-        .false_positive_rate(rate)
-        .growable(true)
-        .build()
-        .unwrap()
-}
 
 /// A filter at one stage of its life, the items it holds (once each), and probes never
 /// inserted.
