@@ -18,12 +18,7 @@ const HEADER_WORDS: usize = 11;
 /// A filter with duplicates and removals, `items` inserts long; stops at the first refused
 /// insert. Returns the keys it still holds.
 fn filled(capacity: usize, rate: f64, items: usize, seed: u64) -> (CuckooFilter, Vec<u64>) {
-    let filter = CuckooFilter::builder()
-        .growable(true)
-        .capacity(capacity)
-        .false_positive_rate(rate)
-        .build()
-        .unwrap();
+    let filter = common::growable(capacity, rate);
     let mut kept = Vec::new();
     for (i, k) in common::distinct_keys(seed, items).into_iter().enumerate() {
         if filter.insert(&k).is_err() {
@@ -43,12 +38,7 @@ fn filled(capacity: usize, rate: f64, items: usize, seed: u64) -> (CuckooFilter,
 
 /// Inserts distinct keys until a doubling is in progress past `doublings` doublings.
 fn mid_doubling(capacity: usize, rate: f64, doublings: u32, seed: u64) -> (CuckooFilter, Vec<u64>) {
-    let filter = CuckooFilter::builder()
-        .growable(true)
-        .capacity(capacity)
-        .false_positive_rate(rate)
-        .build()
-        .unwrap();
+    let filter = common::growable(capacity, rate);
     let mut kept = Vec::new();
     for k in common::distinct_keys(seed, 1_000_000) {
         filter.insert(&k).unwrap();
