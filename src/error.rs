@@ -1,6 +1,7 @@
 //! Error types.
 
 use std::fmt;
+use std::io;
 
 /// Why an insert failed. The filter is unchanged when an insert fails.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,5 +206,135 @@ impl fmt::Display for InsertManyError {
 impl std::error::Error for InsertManyError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         Some(&self.error)
+    }
+}
+
+/// Why a snapshot could not be restored.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum PersistError {
+    /// Reading failed (other than by running out of input).
+    Io(io::Error),
+    /// The input ended before the snapshot did.
+    Truncated,
+    /// `from_bytes` was given more bytes than the snapshot they start with.
+    TrailingBytes {
+        /// Bytes after the end of the snapshot.
+        extra: usize,
+    },
+    /// The input does not start with a snapshot's magic bytes: it is not a snapshot.
+    BadMagic,
+    /// The snapshot is in a format that earlier versions wrote for a kind of filter this
+    /// version no longer has: a filter that grew by adding levels (`Builder::expansion`), whose
+    /// levels each had a width and bucket mapping of their own that one table cannot hold.
+    /// Rebuild the filter from its items.
+    RetiredFormat {
+        /// What wrote the snapshot.
+        written_by: &'static str,
+    },
+    /// The snapshot has a format version this build does not read.
+    UnsupportedVersion {
+        /// The version in the snapshot.
+        version: u16,
+    },
+    /// A header field is out of range or inconsistent with the others.
+    InvalidParameter {
+        /// Which field.
+        field: &'static str,
+    },
+    /// The number of stored fingerprints disagrees with a count in a header.
+    CountMismatch {
+        /// What was checked: a level's count or the total.
+        what: &'static str,
+        /// The count in the header.
+        claimed: u64,
+        /// Fingerprints actually in the payload.
+        found: u64,
+    },
+    /// The checksum does not match the content: the snapshot is corrupt.
+    ChecksumMismatch {
+        /// The checksum stored in the snapshot.
+        stored: u64,
+        /// The checksum of the content read.
+        computed: u64,
+    },
+    /// The snapshot was made with a different hasher (or different seeds): every lookup would
+    /// miss, so it is refused.
+    HasherMismatch,
+    /// Memory for a table could not be allocated.
+    AllocationFailed {
+        /// Bytes that were asked for.
+        bytes: usize,
+    },
+}
+
+impl fmt::Display for PersistError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            // The I/O error is `source()`; reporters print the chain, so it is not repeated.
+            PersistError::Io(_) => f.write_str("reading the snapshot failed"),
+            PersistError::Truncated => f.write_str("the snapshot is truncated"),
+            PersistError::TrailingBytes { extra: 1 } => {
+                f.write_str("1 unexpected byte after the snapshot")
+            }
+            PersistError::TrailingBytes { extra } => {
+                write!(f, "{extra} unexpected bytes after the snapshot")
+            }
+            PersistError::BadMagic => f.write_str(
+                "not an atomic-cuckoo snapshot: it does not start with a snapshot's magic bytes",
+            ),
+            PersistError::RetiredFormat { written_by } => write!(
+                f,
+                "the snapshot was written by {written_by}, a format this version cannot load: \
+                 rebuild the filter from its items"
+            ),
+            PersistError::UnsupportedVersion { version } => {
+                write!(f, "unsupported snapshot format version {version}")
+            }
+            PersistError::InvalidParameter { field } => {
+                write!(f, "corrupt snapshot: invalid {field}")
+            }
+            PersistError::CountMismatch {
+                what,
+                claimed,
+                found,
+            } => write!(
+                f,
+                "snapshot {what} claims {claimed} items but holds {found} fingerprints"
+            ),
+            PersistError::ChecksumMismatch { stored, computed } => write!(
+                f,
+                "corrupt snapshot: checksum mismatch (stored {stored:#018x}, computed \
+                 {computed:#018x})"
+            ),
+            PersistError::HasherMismatch => {
+                f.write_str("the snapshot was made with a different hasher or seed")
+            }
+            PersistError::AllocationFailed { bytes } => {
+                write!(
+                    f,
+                    "could not allocate {bytes} bytes for the restored filter"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for PersistError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PersistError::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<io::Error> for PersistError {
+    fn from(e: io::Error) -> Self {
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            PersistError::Truncated
+        } else {
+            PersistError::Io(e)
+        }
     }
 }

@@ -17,8 +17,9 @@
 // | `growth` | a growable filter's body: one table that doubles in place, lookups of two buckets at any size |
 // | `fixed` | a fixed filter's body: one table, its plan (width, layout, capacity) and its error rules |
 // | `builder`, `params` | [`Builder`] and the arithmetic behind its choices; every filter type's stripe count |
-// | `persist` | snapshots: [`CuckooFilter::write_to`], [`CuckooFilter::read_from`], [`PersistError`] |
-// | `error` | [`InsertError`], [`BuildError`] |
+// | `persist` | snapshots: [`CuckooFilter::write_to`], [`CuckooFilter::read_from`], the fixed table's format |
+// | `snapshot_words` | a snapshot's words: the checksummed reader and writer every format uses |
+// | `error` | [`InsertError`], [`BuildError`], [`PersistError`] |
 // | `storage` | memory for bucket words: own mappings, huge pages, prefetch (the only `unsafe`) |
 // | `sync` | the std/loom switch for atomics and the cold-path locks |
 // | `freeze` | the whole-filter freeze every filter uses (save, clone, clear, compaction), and the one policy for such an operation nested in a save of the same filter |
@@ -44,6 +45,7 @@ mod persist;
 pub mod redisbloom;
 mod semi_sorted;
 mod set;
+mod snapshot_words;
 mod storage;
 mod stripe;
 mod sync;
@@ -52,10 +54,9 @@ mod table;
 mod test_rng;
 
 pub use builder::{Builder, Layout, DEFAULT_CAPACITY};
-pub use error::{BuildError, InsertError, InsertManyError};
+pub use error::{BuildError, InsertError, InsertManyError, PersistError};
 pub use filter::CuckooFilter;
 pub use hasher::{AHashBuilder, DefaultHashBuilder, PortableHasher};
-pub use persist::PersistError;
 pub use set::CuckooSet;
 
 /// The [`redis`](https://docs.rs/redis) crate that the `redis` feature's bridge is built on

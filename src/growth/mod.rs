@@ -48,7 +48,7 @@ use crate::table::BucketWords;
 use keys::{field_tail_bits, Key, KeyMap, Pos, ANCHOR_BITS};
 use table::{lane_of, Table, LANES};
 
-pub(crate) use snapshot::expected_len as snapshot_len;
+pub(crate) use snapshot::{expected_len as snapshot_len, MAGIC};
 pub(crate) use width::{build, doublings_to_reach, PLANNED_DOUBLINGS};
 
 /// Entries a table takes before it doubles: 95 % of its lanes (four-lane buckets fill to

@@ -1,7 +1,7 @@
 //! Saving and restoring a growable table: a format of its own (magic `ATCUXPND`), read and
 //! written with the same word reader, writer and checksum as a fixed table's snapshots
-//! (`crate::persist`, which tells the two apart by their magic), and failing with the same
-//! [`PersistError`].
+//! (`crate::snapshot_words`; `crate::persist` tells the two apart by their magic), and
+//! failing with the same [`PersistError`].
 //!
 //! The layout is documented byte by byte in `FORMAT.md` ("Growable filter snapshots"). A
 //! doubling in progress is saved as it is, split bitmap included, so a restored filter is the
@@ -19,14 +19,13 @@ use super::table::{words_for, Table, LANES};
 use super::width::is_builder_choice;
 use super::MAX_DOUBLINGS;
 use super::{largest_table_stripes, Doubling, Parts};
-use crate::persist::{
-    PersistError, WordReader, WordWriter, EXPANDING_MAGIC, HEADER_WORDS as FIRST_WORDS,
-};
+use crate::error::PersistError;
+use crate::snapshot_words::{WordReader, WordWriter, FIRST_WORDS};
 use crate::sync::Ordering;
 use crate::table::BucketWords;
 
 /// First 8 bytes of every growable filter's snapshot (a fixed one's start `ATCUCKOO`).
-const MAGIC: [u8; 8] = EXPANDING_MAGIC;
+pub(crate) const MAGIC: [u8; 8] = *b"ATCUXPND";
 /// Format version written and read by this build.
 const VERSION: u16 = 1;
 /// Words in the header.

@@ -1,16 +1,16 @@
-//! Saving and restoring a filter: a versioned, checksummed, validated byte format.
+//! Saving and restoring a filter: `CuckooFilter`'s save and load methods, which tell the two
+//! formats apart by their magic, and the fixed table's format (a growable table's is
+//! `crate::growth`'s); both are words read and written by `crate::snapshot_words`.
 //!
-//! The layout is documented byte by byte in `FORMAT.md`. Restoring checks every field before
+//! The layouts are documented byte by byte in `FORMAT.md`. Restoring checks every field before
 //! using it, never makes room for more than twice what the input provides (plus 1 MiB), and
 //! rejects a snapshot made with another hasher (or other seeds), which would otherwise restore
 //! into a filter full of false negatives.
 
-mod checksum;
 pub(crate) mod format;
 #[cfg(feature = "serde")]
 pub(crate) mod serde_impl;
 
-use std::fmt;
 use std::hash::BuildHasher;
 use std::io::{self, Read, Write};
 
@@ -19,152 +19,15 @@ use crate::fixed::{Fixed, TablePlan};
 use crate::freeze::Nested;
 use crate::growth::{self, Doubling};
 use crate::hasher::DefaultHashBuilder;
+use crate::snapshot_words::{Allocation, Checksum, WordReader, WordWriter, FIRST_WORDS};
 use crate::sync::{AtomicU64, Ordering};
-use crate::table::{BucketWords, Limits, Table, TableShape};
-use checksum::Checksum;
-pub(crate) use format::HEADER_WORDS;
-use format::{Header, LevelHeader, HASHER_PROBE, LEVEL_HEADER_WORDS};
+use crate::table::{Limits, Table, TableShape};
+use format::{Header, LevelHeader, HASHER_PROBE, HEADER_WORDS, LEVEL_HEADER_WORDS};
 
-/// Bytes read or written per I/O call: small enough to stay in cache between the copy and the
-/// checksum.
-const IO_CHUNK_BYTES: usize = 64 << 10;
-/// Words a table restored from a stream is first given room for (1 MiB); the room then
-/// doubles as words arrive.
-const GROW_STEP_WORDS: usize = (1 << 20) / 8;
+pub(crate) use crate::error::PersistError;
 
-/// Why a snapshot could not be restored.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum PersistError {
-    /// Reading failed (other than by running out of input).
-    Io(io::Error),
-    /// The input ended before the snapshot did.
-    Truncated,
-    /// `from_bytes` was given more bytes than the snapshot they start with.
-    TrailingBytes {
-        /// Bytes after the end of the snapshot.
-        extra: usize,
-    },
-    /// The input does not start with a snapshot's magic bytes: it is not a snapshot.
-    BadMagic,
-    /// The snapshot is in a format that earlier versions wrote for a kind of filter this
-    /// version no longer has: a filter that grew by adding levels (`Builder::expansion`), whose
-    /// levels each had a width and bucket mapping of their own that one table cannot hold.
-    /// Rebuild the filter from its items.
-    RetiredFormat {
-        /// What wrote the snapshot.
-        written_by: &'static str,
-    },
-    /// The snapshot has a format version this build does not read.
-    UnsupportedVersion {
-        /// The version in the snapshot.
-        version: u16,
-    },
-    /// A header field is out of range or inconsistent with the others.
-    InvalidParameter {
-        /// Which field.
-        field: &'static str,
-    },
-    /// The number of stored fingerprints disagrees with a count in a header.
-    CountMismatch {
-        /// What was checked: a level's count or the total.
-        what: &'static str,
-        /// The count in the header.
-        claimed: u64,
-        /// Fingerprints actually in the payload.
-        found: u64,
-    },
-    /// The checksum does not match the content: the snapshot is corrupt.
-    ChecksumMismatch {
-        /// The checksum stored in the snapshot.
-        stored: u64,
-        /// The checksum of the content read.
-        computed: u64,
-    },
-    /// The snapshot was made with a different hasher (or different seeds): every lookup would
-    /// miss, so it is refused.
-    HasherMismatch,
-    /// Memory for a table could not be allocated.
-    AllocationFailed {
-        /// Bytes that were asked for.
-        bytes: usize,
-    },
-}
-
-impl fmt::Display for PersistError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            // The I/O error is `source()`; reporters print the chain, so it is not repeated.
-            PersistError::Io(_) => f.write_str("reading the snapshot failed"),
-            PersistError::Truncated => f.write_str("the snapshot is truncated"),
-            PersistError::TrailingBytes { extra: 1 } => {
-                f.write_str("1 unexpected byte after the snapshot")
-            }
-            PersistError::TrailingBytes { extra } => {
-                write!(f, "{extra} unexpected bytes after the snapshot")
-            }
-            PersistError::BadMagic => f.write_str(
-                "not an atomic-cuckoo snapshot: it does not start with a snapshot's magic bytes",
-            ),
-            PersistError::RetiredFormat { written_by } => write!(
-                f,
-                "the snapshot was written by {written_by}, a format this version cannot load: \
-                 rebuild the filter from its items"
-            ),
-            PersistError::UnsupportedVersion { version } => {
-                write!(f, "unsupported snapshot format version {version}")
-            }
-            PersistError::InvalidParameter { field } => {
-                write!(f, "corrupt snapshot: invalid {field}")
-            }
-            PersistError::CountMismatch {
-                what,
-                claimed,
-                found,
-            } => write!(
-                f,
-                "snapshot {what} claims {claimed} items but holds {found} fingerprints"
-            ),
-            PersistError::ChecksumMismatch { stored, computed } => write!(
-                f,
-                "corrupt snapshot: checksum mismatch (stored {stored:#018x}, computed \
-                 {computed:#018x})"
-            ),
-            PersistError::HasherMismatch => {
-                f.write_str("the snapshot was made with a different hasher or seed")
-            }
-            PersistError::AllocationFailed { bytes } => {
-                write!(
-                    f,
-                    "could not allocate {bytes} bytes for the restored filter"
-                )
-            }
-        }
-    }
-}
-
-impl std::error::Error for PersistError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            PersistError::Io(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-impl From<io::Error> for PersistError {
-    fn from(e: io::Error) -> Self {
-        if e.kind() == io::ErrorKind::UnexpectedEof {
-            PersistError::Truncated
-        } else {
-            PersistError::Io(e)
-        }
-    }
-}
-
-/// First 8 bytes of every growable filter's snapshot (its format is in
-/// `crate::growth::snapshot`); a fixed filter's start with `format::MAGIC`.
-pub(crate) const EXPANDING_MAGIC: [u8; 8] = *b"ATCUXPND";
+// The dispatcher reads a fixed header's words before it knows the format.
+const _: () = assert!(HEADER_WORDS == FIRST_WORDS);
 
 /// Which format a snapshot whose first word is `first` is in.
 enum Magic {
@@ -175,7 +38,7 @@ enum Magic {
 fn magic_of(first: u64) -> Result<Magic, PersistError> {
     match first.to_le_bytes() {
         format::MAGIC => Ok(Magic::Fixed),
-        EXPANDING_MAGIC => Ok(Magic::Growable),
+        growth::MAGIC => Ok(Magic::Growable),
         _ => Err(PersistError::BadMagic),
     }
 }
@@ -337,7 +200,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
         }
         let level = LevelHeader::decode(&input.array::<LEVEL_HEADER_WORDS>()?, header.plan.layout)?;
         let shape = planned_shape(&header.plan, &level)?;
-        let table = input.table(level, shape)?;
+        let table = read_table(&mut input, level, shape)?;
         if level.items != header.items {
             return Err(PersistError::CountMismatch {
                 what: "header",
@@ -514,186 +377,27 @@ fn occupied_lanes(shape: &TableShape, words: &[AtomicU64]) -> Result<u64, Persis
     Ok(occupied)
 }
 
-/// Writes words little-endian in chunks, checksumming them.
-pub(crate) struct WordWriter<'w, W: Write + ?Sized> {
-    out: &'w mut W,
-    buffer: Vec<u8>,
-    checksum: Checksum,
-}
-
-impl<'w, W: Write + ?Sized> WordWriter<'w, W> {
-    pub(crate) fn new(out: &'w mut W) -> Self {
-        WordWriter {
-            out,
-            buffer: Vec::with_capacity(IO_CHUNK_BYTES),
-            checksum: Checksum::new(),
-        }
+/// Reads one level's bucket words from `input` into a table, checking every bucket and the item count.
+fn read_table<R: Read>(
+    input: &mut WordReader<R>,
+    level: LevelHeader,
+    shape: TableShape,
+) -> Result<Table, PersistError> {
+    debug_assert_eq!((shape.buckets, shape.bits), (level.buckets, level.bits));
+    debug_assert_eq!(shape.words(), Some(level.words));
+    let words = input.block(level.words, true)?;
+    let occupied = occupied_lanes(&shape, &words)?;
+    if occupied != level.items {
+        return Err(PersistError::CountMismatch {
+            what: "level",
+            claimed: level.items,
+            found: occupied,
+        });
     }
-
-    pub(crate) fn words(&mut self, words: impl IntoIterator<Item = u64>) -> io::Result<()> {
-        let mut words = words.into_iter();
-        loop {
-            let start = self.buffer.len();
-            self.buffer.resize(IO_CHUNK_BYTES, 0);
-            let mut filled = start;
-            for (dst, w) in self.buffer[start..].chunks_exact_mut(8).zip(&mut words) {
-                dst.copy_from_slice(&w.to_le_bytes());
-                filled += 8;
-            }
-            self.buffer.truncate(filled);
-            self.checksum.add_bytes(&self.buffer[start..]);
-            if filled < IO_CHUNK_BYTES {
-                return Ok(());
-            }
-            self.out.write_all(&self.buffer)?;
-            self.buffer.clear();
-        }
-    }
-
-    /// Writes the checksum trailer and flushes.
-    pub(crate) fn finish(mut self) -> io::Result<()> {
-        let sum = self.checksum.value();
-        self.buffer.extend_from_slice(&sum.to_le_bytes());
-        self.out.write_all(&self.buffer)?;
-        self.out.flush()
-    }
-}
-
-/// How a restored table's memory is obtained.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Allocation {
-    /// In one piece: the input's length was checked against the headers already.
-    Upfront,
-    /// Step by step as words arrive, so that a header cannot make the reader make room for
-    /// more than twice what the input provided (plus 1 MiB). The table must end up contiguous,
-    /// so the block is reallocated as it grows; each step doubles it, because an allocator may
-    /// copy on reallocation (glibc remaps large blocks, `GlobalAlloc::realloc`'s default
-    /// copies), and steps of a fixed size would then copy the table once per step, quadratic in
-    /// its size.
-    AsDataArrives,
-}
-
-/// Reads little-endian words in chunks, checksumming them.
-pub(crate) struct WordReader<R: Read> {
-    input: R,
-    buffer: Vec<u8>,
-    checksum: Checksum,
-    allocation: Allocation,
-}
-
-impl<R: Read> WordReader<R> {
-    pub(crate) fn new(input: R, allocation: Allocation) -> Self {
-        WordReader {
-            input,
-            buffer: Vec::new(),
-            checksum: Checksum::new(),
-            allocation,
-        }
-    }
-
-    pub(crate) fn array<const N: usize>(&mut self) -> Result<[u64; N], PersistError> {
-        let mut words = [0u64; N];
-        let mut i = 0;
-        self.words(N, |w| {
-            words[i] = w;
-            i += 1;
-        })?;
-        Ok(words)
-    }
-
-    /// Reads `n` words, in chunks, giving each to `each`.
-    fn words(&mut self, n: usize, mut each: impl FnMut(u64)) -> Result<(), PersistError> {
-        let mut left = n;
-        while left > 0 {
-            let take = left.min(IO_CHUNK_BYTES / 8);
-            self.buffer.resize(take * 8, 0);
-            self.input.read_exact(&mut self.buffer)?;
-            self.checksum.add_bytes(&self.buffer);
-            for chunk in self.buffer.chunks_exact(8) {
-                each(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
-            }
-            left -= take;
-        }
-        Ok(())
-    }
-
-    /// Reads a block of `len` (> 0) words into table memory, allocated as `self.allocation`
-    /// says (so a hostile length costs at most twice the words actually read, plus 1 MiB).
-    pub(crate) fn block(
-        &mut self,
-        len: usize,
-        huge_pages: bool,
-    ) -> Result<BucketWords, PersistError> {
-        match self.allocation {
-            Allocation::Upfront => {
-                let words = BucketWords::zeroed(len, huge_pages)
-                    .map_err(|e| PersistError::AllocationFailed { bytes: e.bytes })?;
-                let mut next = words.iter();
-                self.words(len, |w| {
-                    let word = next.next().expect("as many words as the block");
-                    // Zeros are there already: a page of them is never touched, so an empty
-                    // stretch (an empty table) takes no memory.
-                    if w != 0 {
-                        // Relaxed: the table is not shared yet.
-                        word.store(w, Ordering::Relaxed);
-                    }
-                })?;
-                Ok(words)
-            }
-            Allocation::AsDataArrives => {
-                let mut words: Vec<AtomicU64> = Vec::new();
-                while words.len() < len {
-                    // Room for as many words again as were read (1 MiB at first), never more
-                    // than the block has left: the reallocations copy fewer than twice the
-                    // block's words in all, and the last one leaves no spare room to shrink.
-                    let room = words.len().max(GROW_STEP_WORDS);
-                    let take = (len - words.len()).min(room);
-                    words
-                        .try_reserve_exact(take)
-                        .map_err(|_| PersistError::AllocationFailed {
-                            bytes: len.saturating_mul(8),
-                        })?;
-                    self.words(take, |w| words.push(AtomicU64::new(w)))?;
-                }
-                Ok(BucketWords::from_boxed(
-                    words.into_boxed_slice(),
-                    huge_pages,
-                ))
-            }
-        }
-    }
-
-    /// Reads one level's bucket words into a table, checking every bucket and the item count.
-    fn table(&mut self, level: LevelHeader, shape: TableShape) -> Result<Table, PersistError> {
-        debug_assert_eq!((shape.buckets, shape.bits), (level.buckets, level.bits));
-        debug_assert_eq!(shape.words(), Some(level.words));
-        let words = self.block(level.words, true)?;
-        let occupied = occupied_lanes(&shape, &words)?;
-        if occupied != level.items {
-            return Err(PersistError::CountMismatch {
-                what: "level",
-                claimed: level.items,
-                found: occupied,
-            });
-        }
-        Ok(Table::from_words(
-            shape,
-            words,
-            occupied as usize,
-            Limits::DEFAULT,
-        ))
-    }
-
-    /// Reads the trailer and compares it with the checksum of everything before it.
-    pub(crate) fn check_trailer(&mut self) -> Result<(), PersistError> {
-        let computed = self.checksum.value();
-        let mut trailer = [0u8; 8];
-        self.input.read_exact(&mut trailer)?;
-        let stored = u64::from_le_bytes(trailer);
-        if stored == computed {
-            Ok(())
-        } else {
-            Err(PersistError::ChecksumMismatch { stored, computed })
-        }
-    }
+    Ok(Table::from_words(
+        shape,
+        words,
+        occupied as usize,
+        Limits::DEFAULT,
+    ))
 }
