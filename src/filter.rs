@@ -562,11 +562,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
             }
             match &self.body {
                 Body::Fixed(fixed) => fixed.lookup_batch(&hashes[..n], &mut answers[..n]),
-                Body::Growable(table) => {
-                    for (answer, &hash) in answers.iter_mut().zip(&hashes[..n]) {
-                        *answer = table.lookup_hash(hash);
-                    }
-                }
+                Body::Growable(table) => table.lookup_batch(&hashes[..n], &mut answers[..n]),
             }
             results.extend(answers[..n].iter().map(|&a| a != Lookup::Absent));
         }
@@ -611,12 +607,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
     {
         self.insert_batches(items, |hashes| match &self.body {
             Body::Fixed(fixed) => fixed.insert_batch(hashes).map(|()| hashes.len()),
-            Body::Growable(table) => {
-                for (i, &hash) in hashes.iter().enumerate() {
-                    table.insert(hash).map_err(|e| (i, e))?;
-                }
-                Ok(hashes.len())
-            }
+            Body::Growable(table) => table.insert_batch(hashes, false),
         })
         .map(|_| ())
     }
@@ -646,13 +637,7 @@ impl<S: BuildHasher> CuckooFilter<S> {
     {
         self.insert_batches(items, |hashes| match &self.body {
             Body::Fixed(fixed) => fixed.insert_unique_batch(hashes),
-            Body::Growable(table) => {
-                let mut added = 0;
-                for (i, &hash) in hashes.iter().enumerate() {
-                    added += usize::from(table.insert_unique(hash).map_err(|e| (i, e))?);
-                }
-                Ok(added)
-            }
+            Body::Growable(table) => table.insert_batch(hashes, true),
         })
     }
 

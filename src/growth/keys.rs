@@ -44,7 +44,7 @@ pub(super) struct Pos {
 }
 
 /// One item, hashed: everything its two entries are made of.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Key {
     pub anchor: u64,
     /// The home bucket in the first table, per side.

@@ -14,12 +14,13 @@
 //! buckets (and those it touches), so no insert waits for a whole table to be rewritten.
 //! Until every bucket is split, a lookup reads one bit more per bucket (whether it is split).
 //!
-//! `keys` says where an item lies at any size, `table` holds the packed lanes and splits them
+//! `keys` says where an item lies at any size, `batch` overlaps the cache misses of many items, `table` holds the packed lanes and splits them
 //! on a doubling, `doubling` spreads a doubling over the inserts after it, `kicks` places an
 //! entry, along a cuckoo path when its buckets are full, `width` picks the lane width for the
 //! target rate and the planned growth, `counts` keeps the per-shard counters, `snapshot`
 //! saves and restores a table (validated, in a format of its own).
 
+mod batch;
 mod counts;
 mod doubling;
 mod keys;
@@ -119,6 +120,7 @@ pub(crate) struct Doubling {
 }
 
 impl Doubling {
+    #[inline(always)]
     fn key(&self, hash: u64) -> Key {
         self.keys.key(hash)
     }
@@ -157,22 +159,25 @@ impl Doubling {
             return self.read_pair_splitting(key, k, read);
         }
         let at = [key.pos(0, k), key.pos(1, k)];
-        // The seqlock read of both buckets under both stripes: the versions, the buckets, the
-        // versions again.
-        let stripes = [
-            self.stripes.of(self.table.stripe_key(at[0])),
-            self.stripes.of(self.table.stripe_key(at[1])),
-        ];
-        let begun = [stripes[0].read_begin(), stripes[1].read_begin()];
-        let out = R::merge(
-            read.bucket(self, key, 0, at[0], k),
-            read.bucket(self, key, 1, at[1], k),
-        );
+        // The seqlock read under one stripe, the first bucket's: its version, the buckets, the
+        // version again. One suffices, as in a fixed table: every write that can take the
+        // item's entry out of either bucket holds the stripes of both (a move between them,
+        // a remove of a matching entry, whose other bucket is the item's other bucket), and a
+        // split changes the doubling count first (`same_size`). Writes under the second
+        // bucket's stripe alone fill empty lanes and keep every stored lane as it was.
+        let stripe = self.stripes.of(self.table.stripe_key(at[0]));
+        let begun = stripe.read_begin();
+        // A hit needs no proof: most items are found in their first bucket, without reading
+        // the second.
+        let first = read.bucket(self, key, 0, at[0], k);
+        if R::settled(first) {
+            return Some(first);
+        }
+        let out = R::merge(first, read.bucket(self, key, 1, at[1], k));
         if R::settled(out) {
             return Some(out);
         }
-        let unchanged = stripes[0].read_validate(begun[0]) & stripes[1].read_validate(begun[1]);
-        (unchanged && self.same_size(k)).then_some(out)
+        (stripe.read_validate(begun) && self.same_size(k)).then_some(out)
     }
 
     /// Whether the doubling count is still `k`, for a lookup that read it before its bucket
@@ -255,30 +260,40 @@ impl Doubling {
     /// matches `key` on `side`, without a branch per lane.
     #[inline(always)]
     fn bucket_matches(&self, key: &Key, side: usize, pos: Pos, doublings: u32) -> bool {
-        let lanes = self.table.bucket(pos);
         let width = self.table.width();
         let lane_mask = (1u64 << width) - 1;
-        let stream = key.stream[side] >> doublings;
-        // Two lanes per 64-bit half (a lane has at most 32 bits): one 128-bit shift in all.
-        let halves = [lanes as u64, (lanes >> (2 * width)) as u64];
         // (Spelled out: `[_; 4].map` is not always inlined, and this is the lookups' hot path.)
-        let entries = [
-            halves[0] & lane_mask,
-            (halves[0] >> width) & lane_mask,
-            halves[1] & lane_mask,
-            (halves[1] >> width) & lane_mask,
-        ];
+        let entries = if LANES as u32 * width <= 64 {
+            let lanes = self.table.narrow_bucket(pos);
+            [
+                lanes & lane_mask,
+                (lanes >> width) & lane_mask,
+                (lanes >> (2 * width)) & lane_mask,
+                (lanes >> (3 * width)) & lane_mask,
+            ]
+        } else {
+            let lanes = self.table.bucket(pos);
+            // Two lanes per 64-bit half (a lane has at most 32 bits): one 128-bit shift in all.
+            let halves = [lanes as u64, (lanes >> (2 * width)) as u64];
+            [
+                halves[0] & lane_mask,
+                (halves[0] >> width) & lane_mask,
+                halves[1] & lane_mask,
+                (halves[1] >> width) & lane_mask,
+            ]
+        };
         // Most lanes of an absent item's buckets differ in the anchor: test those first.
         if entries.iter().all(|e| e & ANCHOR_MASK != key.anchor) {
             return false;
         }
+        // The item's entry as it would be with every bit of its stream: an entry matches when
+        // it agrees with this below its marker (its highest set bit), which shifting the
+        // difference up by the entry's leading zeros, then one more, tests at once.
+        let full = ((key.stream[side] >> doublings) << ANCHOR_BITS) | key.anchor;
         let mut hit = false;
         for entry in entries {
-            let field = entry >> ANCHOR_BITS;
-            // An empty lane's field 0 never equals an expected field (its marker is set).
-            let tail = field_tail_bits(field | 1);
-            let expected = (1 << tail) | (stream & ((1 << tail) - 1));
-            hit |= (entry & ANCHOR_MASK == key.anchor) & (field == expected);
+            // An empty lane, or a lane read torn by a writer with no marker, matches nothing.
+            hit |= (entry > ANCHOR_MASK) & (((entry ^ full) << entry.leading_zeros()) << 1 == 0);
         }
         hit
     }
@@ -648,7 +663,6 @@ impl PairRead for Matches {
     }
     #[inline(always)]
     fn merge(a: bool, b: bool) -> bool {
-        // `|`, not `||`: both buckets are read either way.
         a | b
     }
     #[inline(always)]

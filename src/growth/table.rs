@@ -200,6 +200,38 @@ impl Table {
         (low >> shift) | high
     }
 
+    /// The four lanes of the bucket at `pos`, lane 0 in the lowest bits, for a table whose
+    /// buckets fit one word (`width ≤ 16`), followed by bits of the buckets after it. Loads
+    /// only the words the bucket lies on: a lookup then touches no cache line its bucket does
+    /// not.
+    #[inline(always)]
+    pub(crate) fn narrow_bucket(&self, pos: Pos) -> u64 {
+        debug_assert!(LANES as u32 * self.width <= 64);
+        let (words, bit) = self.locate(pos);
+        let word = (bit / 64) as usize;
+        let shift = (bit % 64) as u32;
+        let [a, b] = match words.get(word..word + 2) {
+            Some([a, b]) => [a, b],
+            _ => unreachable!("two spare words follow every bucket"),
+        };
+        // Acquire: as in `bucket`.
+        let low = a.load(Ordering::Acquire) >> shift;
+        if shift + LANES as u32 * self.width <= 64 {
+            low
+        } else {
+            // `shift > 0` here: the second word's bits land from bit 64 - shift up.
+            low | (b.load(Ordering::Acquire) << (64 - shift))
+        }
+    }
+
+    /// Asks for the line of the bucket at `pos`'s first word without waiting for it (see
+    /// `storage::prefetch`).
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, pos: Pos) {
+        let (words, bit) = self.locate(pos);
+        crate::storage::prefetch(&words[(bit / 64) as usize]);
+    }
+
     /// The four lanes of the bucket at `pos` alone, lane 0 in the lowest bits: what a writer
     /// compares to see whether the bucket changed (its neighbours' bits may change under
     /// other stripes).

@@ -604,33 +604,33 @@ fn shrink_to_fit_mid_doubling_loses_nothing() {
 /// doubles the table, so no item never inserted is refused by a table at half its doubling
 /// load or more. (Now and then four items share both of a new item's buckets, every one of
 /// their alternates in that pair: a closed jam that the doubling parts 15 times in 16. When it
-/// does not, the search fails again in the doubled table, below half its doubling load, and
-/// the item is refused there: about once in three runs of this test.)
+/// does not, a search into it fails again in the doubled table, below half its doubling load,
+/// and the item is refused there, as documented: about once in three runs of this test, for
+/// the item that doubled the table or for a later one whose buckets are the same.)
 #[test]
 fn a_multiset_of_pairs_refuses_no_new_item_in_a_large_growable_filter() {
     let seed = seed("growable multiset of pairs");
-    let mut after_a_doubling = 0;
+    let mut below_half_load = 0;
     for round in 0..3u64 {
         let filter = growable(10_000, 0.01);
         let keys = distinct_keys(seed.wrapping_add(round), 150_000);
         for (i, key) in keys.iter().enumerate() {
             for copy in 0..2 {
-                let doublings = filter.doublings();
                 if let Err(e) = filter.insert(key) {
                     let load = filter.len() as f64 / (filter.slots() as f64 * 0.95);
                     assert!(
-                        copy == 0 && load < 0.5 && filter.doublings() > doublings,
+                        copy == 0 && load < 0.5,
                         "seed {seed} round {round}: copy {copy} of key {i} refused ({e:?}) at \
                          {load:.2} of the doubling load, {filter:?}"
                     );
-                    after_a_doubling += 1;
+                    below_half_load += 1;
                     break;
                 }
             }
         }
     }
-    println!("seed {seed}: {after_a_doubling} new items refused right after a doubling");
-    assert!(after_a_doubling <= 3, "seed {seed}: {after_a_doubling}");
+    println!("seed {seed}: {below_half_load} new items refused below half the doubling load");
+    assert!(below_half_load <= 3, "seed {seed}: {below_half_load}");
 }
 
 /// `capacity()` of a growable filter is documented as the items it takes before its next
