@@ -443,16 +443,42 @@ impl<S> CuckooFilter<S> {
     }
 
     /// Frees what the filter holds beyond its items' needs, like `Vec::shrink_to_fit`; takes
-    /// `&mut self`, so no other thread is using it. A fixed filter holds nothing beyond its
-    /// table, and a growable one does not halve its table yet: both are left as they are.
+    /// `&mut self`, so no other thread is using it (and none can be reading the memory it
+    /// frees). A fixed filter holds nothing beyond its table and is left as it is.
+    ///
+    /// A growable filter halves its table, the inverse of a doubling, as many times as its
+    /// entries fit the halved table below its doubling load (so a filter shrunk close to that
+    /// load doubles again after a few inserts, as a `Vec` reallocates after `shrink_to_fit`);
+    /// a doubling in progress is finished first. Each halving frees half the table. Every stored item is still found, and `len` is unchanged.
+    /// Entries stored with every tail bit their lanes hold give up the highest one, so the
+    /// false-positive rate may rise a little
+    /// ([`false_positive_rate`](CuckooFilter::false_positive_rate) says by how much). A
+    /// halving is built beside the table (half its memory again, for the moment) and kept
+    /// only if every entry finds a lane: when memory runs out or some entries cannot be
+    /// placed, the table stays as it was.
     ///
     /// ```
-    /// let mut filter = atomic_cuckoo::CuckooFilter::with_capacity(100);
-    /// filter.insert("kept").unwrap();
+    /// let mut filter = atomic_cuckoo::CuckooFilter::builder()
+    ///     .capacity(1_000)
+    ///     .growable(true)
+    ///     .build()
+    ///     .unwrap();
+    /// for i in 0..100_000u64 {
+    ///     filter.insert(&i).unwrap();
+    /// }
+    /// for i in 1_000..100_000u64 {
+    ///     filter.remove(&i);
+    /// }
+    /// let (doublings, bytes) = (filter.doublings(), filter.memory_usage());
     /// filter.shrink_to_fit();
-    /// assert!(filter.contains("kept"));
+    /// assert!(filter.doublings() < doublings && filter.memory_usage() < bytes / 2);
+    /// assert!((0..1_000u64).all(|i| filter.contains(&i)));
     /// ```
-    pub fn shrink_to_fit(&mut self) {}
+    pub fn shrink_to_fit(&mut self) {
+        if let Body::Growable(table) = &mut self.body {
+            table.shrink();
+        }
+    }
 }
 
 impl<S: BuildHasher> CuckooFilter<S> {

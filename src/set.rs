@@ -205,6 +205,29 @@ impl<T: ?Sized, S> CuckooSet<T, S> {
     pub fn clear(&self) {
         self.filter.clear();
     }
+
+    /// Frees what the set holds beyond its items' needs: a growable set halves its table
+    /// while its items fit (see [`CuckooFilter::shrink_to_fit`]).
+    ///
+    /// ```
+    /// let mut ids: atomic_cuckoo::CuckooSet<u64> = atomic_cuckoo::CuckooFilter::builder()
+    ///     .capacity(100)
+    ///     .growable(true)
+    ///     .build_set()
+    ///     .unwrap();
+    /// for id in 0..10_000u64 {
+    ///     ids.insert(&id).unwrap();
+    /// }
+    /// for id in 100..10_000u64 {
+    ///     ids.remove(&id);
+    /// }
+    /// let bytes = ids.memory_usage();
+    /// ids.shrink_to_fit();
+    /// assert!(ids.memory_usage() < bytes && ids.contains(&7));
+    /// ```
+    pub fn shrink_to_fit(&mut self) {
+        self.filter.shrink_to_fit();
+    }
 }
 
 impl<T: Hash + ?Sized, S: BuildHasher> CuckooSet<T, S> {

@@ -87,6 +87,20 @@ impl Doubling {
     pub(super) fn place(&self, key: &Key, k: u32, unique: bool) -> Result<Placed, NoRoom> {
         let first = key.pos(0, k);
         let entry = (key.field(0, k, self.tail_bits) << ANCHOR_BITS) | key.anchor;
+        self.place_entry(first, entry, k, unique.then_some(key))
+    }
+
+    /// Places `entry`, which belongs in the (split) bucket at `first` after `k` doublings,
+    /// there or in its other bucket, else along a cuckoo path that frees a lane in one of them.
+    /// With `unique_to`, nothing is placed if a lane of that key's buckets (these two) matches
+    /// it. Counted as one item.
+    pub(super) fn place_entry(
+        &self,
+        first: Pos,
+        entry: u64,
+        k: u32,
+        unique_to: Option<&Key>,
+    ) -> Result<Placed, NoRoom> {
         let starts = [(first, entry), self.alternate(first, entry, k)];
         let paths = Paths { filter: self, k };
         for _ in 0..PLACE_ROUNDS {
@@ -95,16 +109,16 @@ impl Doubling {
                 if !self.still(k) {
                     return Ok(Placed::Retry);
                 }
-                if unique
-                    && (self.matching_lane(key, 0, k).is_some()
-                        || self.matching_lane(key, 1, k).is_some())
-                {
+                if unique_to.is_some_and(|key| {
+                    self.matching_lane(key, 0, k).is_some()
+                        || self.matching_lane(key, 1, k).is_some()
+                }) {
                     return Ok(Placed::AlreadyPresent);
                 }
                 for (pos, entry) in starts {
                     if let Some(lane) = self.table.empty_lane(pos) {
                         self.table.set(pos, lane, entry);
-                        self.count(first, 1, 1, self.tail_bits);
+                        self.count(first, 1, 1, field_tail_bits(entry >> ANCHOR_BITS));
                         return Ok(Placed::Inserted);
                     }
                 }

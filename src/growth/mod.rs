@@ -16,13 +16,14 @@
 //!
 //! `keys` says where an item lies at any size, `batch` overlaps the cache misses of many items, `table` holds the packed lanes and splits them
 //! on a doubling, `doubling` spreads a doubling over the inserts after it, `kicks` places an
-//! entry, along a cuckoo path when its buckets are full, `width` picks the lane width for the
+//! entry, along a cuckoo path when its buckets are full, `halving` undoes doublings for `shrink_to_fit`, `width` picks the lane width for the
 //! target rate and the planned growth, `counts` keeps the per-shard counters, `snapshot`
 //! saves and restores a table (validated, in a format of its own).
 
 mod batch;
 mod counts;
 mod doubling;
+mod halving;
 mod keys;
 mod kicks;
 #[cfg(loom)]

@@ -186,7 +186,7 @@ impl Header {
 }
 
 /// A doubling in progress as a snapshot holds it: a bit per old bucket, set once split.
-struct SavedSplit {
+pub(super) struct SavedSplit {
     split: Vec<u64>,
     next: u64,
     left: u64,
@@ -200,20 +200,20 @@ impl SavedSplit {
 
 /// What the lanes of a restored table add up to.
 #[derive(Debug, Default)]
-struct LaneCounts {
+pub(super) struct LaneCounts {
     /// Non-empty lanes.
-    lanes: u64,
+    pub lanes: u64,
     /// Lanes once every old bucket of a doubling in progress is split (exhausted entries
     /// count twice there): the filter's `occupied`.
-    occupied: u64,
+    pub occupied: u64,
     /// Entries by tail length, counted as `Doubling::double` counts them.
-    by_tail: [u64; 32],
+    pub by_tail: [u64; 32],
 }
 
 /// Counts the lanes of `table`, checking every one: a non-empty
 /// lane has a field (marker) and at most `tail_bits` tail bits, the new half of an old bucket
 /// not split yet is empty, and every bit past a segment's last bucket is zero.
-fn count_lanes(
+pub(super) fn count_lanes(
     table: &Table,
     doublings: u32,
     splitting: Option<&SavedSplit>,

@@ -106,6 +106,16 @@ impl Table {
         }
     }
 
+    /// An empty table of this one's first table and width with the segments of `doublings`
+    /// doublings, or the bytes it would need when they cannot be had.
+    pub(super) fn empty_of(&self, doublings: u32) -> Result<Self, usize> {
+        let table = Table::new(self.base, self.width, self.huge_pages)?;
+        for s in 1..=doublings as usize {
+            table.add_segment(s)?;
+        }
+        Ok(table)
+    }
+
     /// Makes every segment added so far resident (`Builder::prefault`).
     pub(super) fn fault_in(&mut self) {
         for words in self.segments.iter_mut().filter_map(OnceLock::get_mut) {

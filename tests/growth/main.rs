@@ -17,3 +17,4 @@ mod growing;
 mod lookup_stress;
 mod lookups;
 mod remove;
+mod shrink;
