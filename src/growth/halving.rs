@@ -83,7 +83,8 @@ impl Doubling {
             overflow.extend(merged.map(|entry| (lower, entry)));
         }
         for (pos, entry) in overflow {
-            if halved.place_entry(pos, entry, k - 1, None) != Ok(Placed::Inserted) {
+            let tail = field_tail_bits(entry >> ANCHOR_BITS);
+            if halved.place_entry(pos, entry, tail, k - 1, None) != Ok(Placed::Inserted) {
                 return None;
             }
         }

@@ -84,20 +84,23 @@ impl Doubling {
     /// Places `key`'s entry after `k` doublings (its buckets split): into an empty lane of
     /// either bucket, else along a cuckoo path that frees one. With `unique`, nothing is
     /// placed if a lane of its buckets matches it.
+    #[inline(always)]
     pub(super) fn place(&self, key: &Key, k: u32, unique: bool) -> Result<Placed, NoRoom> {
         let first = key.pos(0, k);
         let entry = (key.field(0, k, self.tail_bits) << ANCHOR_BITS) | key.anchor;
-        self.place_entry(first, entry, k, unique.then_some(key))
+        self.place_entry(first, entry, self.tail_bits, k, unique.then_some(key))
     }
 
-    /// Places `entry`, which belongs in the (split) bucket at `first` after `k` doublings,
-    /// there or in its other bucket, else along a cuckoo path that frees a lane in one of them.
-    /// With `unique_to`, nothing is placed if a lane of that key's buckets (these two) matches
-    /// it. Counted as one item.
+    /// Places `entry`, which has `tail` tail bits and belongs in the (split) bucket at `first`
+    /// after `k` doublings, there or in its other bucket, else along a cuckoo path that frees
+    /// a lane in one of them. With `unique_to`, nothing is placed if a lane of that key's
+    /// buckets (these two) matches it. Counted as one item.
+    #[inline(always)]
     pub(super) fn place_entry(
         &self,
         first: Pos,
         entry: u64,
+        tail: u32,
         k: u32,
         unique_to: Option<&Key>,
     ) -> Result<Placed, NoRoom> {
@@ -118,7 +121,7 @@ impl Doubling {
                 for (pos, entry) in starts {
                     if let Some(lane) = self.table.empty_lane(pos) {
                         self.table.set(pos, lane, entry);
-                        self.count(first, 1, 1, field_tail_bits(entry >> ANCHOR_BITS));
+                        self.count(first, 1, 1, tail);
                         return Ok(Placed::Inserted);
                     }
                 }
