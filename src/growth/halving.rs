@@ -10,7 +10,7 @@
 use super::counts::Totals;
 use super::keys::{field_tail_bits, low_mask, Pos, ANCHOR_BITS};
 use super::snapshot::count_lanes;
-use super::table::{lane_of, LANES};
+use super::table::LANES;
 use super::{Doubling, Parts, ANCHOR_MASK};
 use crate::cuckoo_path::Placed;
 use crate::sync::Ordering;
@@ -57,7 +57,7 @@ impl Doubling {
             totals: Totals::default(),
             rng: self.rng,
         });
-        let (base, width) = (self.table.base(), self.table.width());
+        let base = self.table.base();
         // Entries beyond the four lanes of their merged bucket, placed once every bucket is in.
         let mut overflow = Vec::new();
         for index in 0..self.table.buckets(k - 1) {
@@ -69,10 +69,7 @@ impl Doubling {
                 home: lower.home,
                 high: lower.high + (1 << (k - 1)),
             };
-            let halves = [lower, upper].map(|pos| {
-                let lanes = self.table.lanes(pos);
-                (0..LANES).map(move |lane| lane_of(lanes, lane, width))
-            });
+            let halves = [lower, upper].map(|pos| self.table.entries(pos).into_iter());
             let mut merged = merge(halves, self.tail_bits).into_iter().flatten();
             for lane in 0..LANES {
                 match merged.next() {

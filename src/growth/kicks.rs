@@ -6,7 +6,7 @@
 use std::ops::ControlFlow;
 
 use super::keys::{field_tail_bits, Key, Pos, ANCHOR_BITS};
-use super::table::{lane_of, LANES};
+use super::table::LANES;
 use super::{Doubling, ANCHOR_MASK, PATH_LIMITS};
 use crate::cuckoo_path::{self, Hop, NoRoom, PathSpace, Placed};
 
@@ -33,10 +33,7 @@ impl PathSpace for Paths<'_> {
         let filter = self.filter;
         // Writers only ever see split buckets.
         filter.split_at(pos, self.k);
-        let width = filter.table.width();
-        let lanes = filter.table.lanes(pos);
-        for lane in 0..LANES {
-            let entry = lane_of(lanes, lane, width);
+        for (lane, entry) in (0..LANES).zip(filter.table.entries(pos)) {
             // No stored entry has an empty field: this lane was read torn by a writer (a lane
             // may lie on two words). Its move would fail its check; leave it out.
             if entry != 0 && entry >> ANCHOR_BITS == 0 {
@@ -63,9 +60,8 @@ impl PathSpace for Paths<'_> {
         if !filter.still(self.k) {
             return false;
         }
-        let width = filter.table.width();
         let lane = u64::from(hop.position);
-        if lane_of(filter.table.lanes(hop.from), lane, width) != hop.entry {
+        if filter.table.entries(hop.from)[lane as usize] != hop.entry {
             return false;
         }
         let Some(free) = filter.table.empty_lane(hop.to) else {
@@ -150,9 +146,7 @@ impl Doubling {
     pub(super) fn buckets_hold_only(&self, key: &Key, k: u32) -> bool {
         (0..2).all(|side| {
             let pos = key.pos(side, k);
-            let lanes = self.table.bucket(pos);
-            (0..LANES).all(|lane| {
-                let entry = lane_of(lanes, lane, self.table.width());
+            self.table.entries(pos).into_iter().all(|entry| {
                 let field = entry >> ANCHOR_BITS;
                 field != 0
                     && entry & ANCHOR_MASK == key.anchor
@@ -168,9 +162,7 @@ impl Doubling {
         let mut entries = [(Pos { home: 0, high: 0 }, 0u64); 2 * LANES as usize];
         for side in 0..2 {
             let pos = key.pos(side, k);
-            let lanes = self.table.bucket(pos);
-            for lane in 0..LANES {
-                let entry = lane_of(lanes, lane, self.table.width());
+            for (lane, entry) in (0..LANES).zip(self.table.entries(pos)) {
                 if entry >> ANCHOR_BITS == 0 {
                     // Room (or a read torn by a writer): not held.
                     return false;

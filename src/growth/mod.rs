@@ -48,7 +48,7 @@ use crate::stripe::StripeSet;
 use crate::sync::{AtomicBool, AtomicU64, GrowLock, Ordering};
 use crate::table::BucketWords;
 use keys::{field_tail_bits, Key, KeyMap, Pos, ANCHOR_BITS};
-use table::{lane_of, Table, LANES};
+use table::{Table, LANES};
 
 pub(crate) use snapshot::{expected_len as snapshot_len, MAGIC};
 pub(crate) use width::{build, doublings_to_reach, PLANNED_DOUBLINGS};
@@ -261,28 +261,7 @@ impl Doubling {
     /// matches `key` on `side`, without a branch per lane.
     #[inline(always)]
     fn bucket_matches(&self, key: &Key, side: usize, pos: Pos, doublings: u32) -> bool {
-        let width = self.table.width();
-        let lane_mask = (1u64 << width) - 1;
-        // (Spelled out: `[_; 4].map` is not always inlined, and this is the lookups' hot path.)
-        let entries = if LANES as u32 * width <= 64 {
-            let lanes = self.table.narrow_bucket(pos);
-            [
-                lanes & lane_mask,
-                (lanes >> width) & lane_mask,
-                (lanes >> (2 * width)) & lane_mask,
-                (lanes >> (3 * width)) & lane_mask,
-            ]
-        } else {
-            let lanes = self.table.bucket(pos);
-            // Two lanes per 64-bit half (a lane has at most 32 bits): one 128-bit shift in all.
-            let halves = [lanes as u64, (lanes >> (2 * width)) as u64];
-            [
-                halves[0] & lane_mask,
-                (halves[0] >> width) & lane_mask,
-                halves[1] & lane_mask,
-                (halves[1] >> width) & lane_mask,
-            ]
-        };
+        let entries = self.table.entries(pos);
         // Most lanes of an absent item's buckets differ in the anchor: test those first.
         if entries.iter().all(|e| e & ANCHOR_MASK != key.anchor) {
             return false;
@@ -303,10 +282,8 @@ impl Doubling {
     /// entry's tail length. The bucket must be split, its stripe held.
     fn matching_lane(&self, key: &Key, side: usize, k: u32) -> Option<(u64, u32)> {
         let pos = key.pos(side, k);
-        let lanes = self.table.bucket(pos);
         let mut best = None;
-        for lane in 0..LANES {
-            let entry = lane_of(lanes, lane, self.table.width());
+        for (lane, entry) in (0..LANES).zip(self.table.entries(pos)) {
             if entry == 0 || entry & ANCHOR_MASK != key.anchor {
                 continue;
             }
@@ -322,10 +299,10 @@ impl Doubling {
     /// How many lanes of the bucket at `pos` (whose entries have seen `doublings`
     /// doublings) match `key` on `side`.
     fn matching_lanes(&self, key: &Key, side: usize, pos: Pos, doublings: u32) -> usize {
-        let lanes = self.table.bucket(pos);
-        (0..LANES)
-            .filter(|&lane| {
-                let entry = lane_of(lanes, lane, self.table.width());
+        self.table
+            .entries(pos)
+            .into_iter()
+            .filter(|&entry| {
                 // A lane read torn by a writer may have no marker: it matches nothing, and the
                 // read's validation fails.
                 entry & ANCHOR_MASK == key.anchor && entry >> ANCHOR_BITS != 0 && {

@@ -188,7 +188,7 @@ impl Table {
     }
 
     /// The four lanes of the bucket at `pos`, lane 0 in the lowest bits, followed by bits of
-    /// the buckets after it (see [`lanes`](Self::lanes) for the four lanes alone).
+    /// the buckets after it (see [`entries`](Self::entries) for the four lanes alone).
     #[inline(always)]
     pub(crate) fn bucket(&self, pos: Pos) -> u128 {
         let (words, bit) = self.locate(pos);
@@ -242,18 +242,75 @@ impl Table {
         crate::storage::prefetch(&words[(bit / 64) as usize]);
     }
 
-    /// The four lanes of the bucket at `pos` alone, lane 0 in the lowest bits: what a writer
-    /// compares to see whether the bucket changed (its neighbours' bits may change under
-    /// other stripes).
+    /// The four lanes of the bucket at `pos`, each in the low bits of a word of its own (a
+    /// narrow table's bucket is read from the words it lies on, see `narrow_bucket`).
     #[inline(always)]
-    pub(crate) fn lanes(&self, pos: Pos) -> u128 {
-        self.bucket(pos) & (u128::MAX >> (128 - LANES as u32 * self.width))
+    pub(crate) fn entries(&self, pos: Pos) -> [u64; LANES as usize] {
+        let width = self.width;
+        let mask = (1u64 << width) - 1;
+        // (Spelled out: `[_; 4].map` is not always inlined, and lookups run this.)
+        if LANES as u32 * width <= 64 {
+            let lanes = self.narrow_bucket(pos);
+            [
+                lanes & mask,
+                (lanes >> width) & mask,
+                (lanes >> (2 * width)) & mask,
+                (lanes >> (3 * width)) & mask,
+            ]
+        } else {
+            let lanes = self.bucket(pos);
+            // Two lanes per 64-bit half (a lane has at most 32 bits): one 128-bit shift in all.
+            let halves = [lanes as u64, (lanes >> (2 * width)) as u64];
+            [
+                halves[0] & mask,
+                (halves[0] >> width) & mask,
+                halves[1] & mask,
+                (halves[1] >> width) & mask,
+            ]
+        }
+    }
+
+    /// Sets the four lanes of the bucket at `pos` to `entries`, storing only the words the
+    /// bucket lies on and keeping their other bits. The caller holds the bucket's stripe.
+    #[inline(always)]
+    fn set_entries(&self, pos: Pos, entries: [u64; LANES as usize]) {
+        let width = self.width;
+        let span = LANES as u32 * width;
+        if span > 64 {
+            // Wide lanes (over up to three words): lane by lane.
+            for (lane, entry) in (0..LANES).zip(entries) {
+                self.set(pos, lane, entry);
+            }
+            return;
+        }
+        let lanes = entries[0]
+            | entries[1] << width
+            | entries[2] << (2 * width)
+            | entries[3] << (3 * width);
+        let (words, bit) = self.locate(pos);
+        let word = (bit / 64) as usize;
+        let shift = (bit % 64) as u32;
+        let mask = (u128::from(u64::MAX >> (64 - span))) << shift;
+        let value = u128::from(lanes) << shift;
+        for (i, (mask, value)) in [
+            (mask as u64, value as u64),
+            ((mask >> 64) as u64, (value >> 64) as u64),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            if mask != 0 {
+                // Relaxed: as in `set`.
+                let old = words[word + i].load(Ordering::Relaxed);
+                words[word + i].store((old & !mask) | value, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Lane `lane` of the bucket at `pos`.
     #[cfg(test)]
     pub(crate) fn get(&self, pos: Pos, lane: u64) -> u64 {
-        lane_of(self.bucket(pos), lane, self.width)
+        self.entries(pos)[lane as usize]
     }
 
     /// Sets lane `lane` of the bucket at `pos` to `value` (which fits the width). The caller
@@ -287,8 +344,8 @@ impl Table {
     /// The first empty lane of the bucket at `pos`.
     #[inline(always)]
     pub(crate) fn empty_lane(&self, pos: Pos) -> Option<u64> {
-        let lanes = self.bucket(pos);
-        (0..LANES).find(|&lane| lane_of(lanes, lane, self.width) == 0)
+        let entries = self.entries(pos);
+        (0..LANES).find(|&lane| entries[lane as usize] == 0)
     }
 
     /// Empties every lane (the caller keeps writers out).
@@ -305,47 +362,36 @@ impl Table {
     /// entries were copied into both (those with no tail bit left). The caller holds both
     /// halves' stripes.
     pub(crate) fn split(&self, pos: Pos, k: u32) -> u64 {
-        let lanes = self.bucket(pos);
-        let width = self.width;
-        for lane in 0..LANES {
-            self.set(pos, lane, 0);
-        }
-        let halves = [
-            pos,
-            Pos {
-                home: pos.home,
-                high: pos.high + (1 << k),
-            },
-        ];
-        let mut filled = [0u64; 2];
+        // Both halves are built in registers, then each bucket is written once.
+        let mut halves = [[0u64; LANES as usize]; 2];
+        let mut filled = [0usize; 2];
         let mut copied = 0;
-        for lane in 0..LANES {
-            let entry = lane_of(lanes, lane, width);
+        for entry in self.entries(pos) {
             if entry == 0 {
                 continue;
             }
             let anchor = entry & ((1 << ANCHOR_BITS) - 1);
             let field = entry >> ANCHOR_BITS;
+            let moved = ((field >> 1).max(1) << ANCHOR_BITS) | anchor;
             let to: &[usize] = if field == 1 {
                 copied += 1;
                 &[0, 1]
             } else {
                 &[(field & 1) as usize]
             };
-            let moved = ((field >> 1).max(1) << ANCHOR_BITS) | anchor;
             for &half in to {
-                self.set(halves[half], filled[half], moved);
+                halves[half][filled[half]] = moved;
                 filled[half] += 1;
             }
         }
+        let upper = Pos {
+            home: pos.home,
+            high: pos.high + (1 << k),
+        };
+        self.set_entries(pos, halves[0]);
+        self.set_entries(upper, halves[1]);
         copied
     }
-}
-
-/// Lane `lane` of a bucket's lanes as `bucket` returns them.
-#[inline(always)]
-pub(super) fn lane_of(lanes: u128, lane: u64, width: u32) -> u64 {
-    (lanes >> (lane * u64::from(width))) as u64 & ((1u64 << width) - 1)
 }
 
 /// A copy of `words` (the caller keeps writers out while it reads them).
