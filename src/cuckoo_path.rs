@@ -7,7 +7,7 @@
 //! plan. Each move re-checks its part of the plan under the two stripes it changes, so a stale
 //! plan costs a new search, never a lost entry.
 
-use std::ops::ControlFlow;
+use std::ops::{ControlFlow, Deref};
 
 /// What placing an entry did, in every table that places entries along cuckoo paths.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,9 +112,31 @@ const ROOT: u32 = u32::MAX;
 /// a tenth of its instructions.
 const SEARCH_START: usize = 48;
 
+/// A path of moves, in execution order: most are one hop, which need no allocation.
+pub(crate) enum Path<B> {
+    /// One of the buckets has room already.
+    Empty,
+    /// One move frees a lane.
+    One(Hop<B>),
+    /// Longer paths.
+    Many(Vec<Hop<B>>),
+}
+
+impl<B> Deref for Path<B> {
+    type Target = [Hop<B>];
+
+    fn deref(&self) -> &[Hop<B>] {
+        match self {
+            Path::Empty => &[],
+            Path::One(hop) => std::slice::from_ref(hop),
+            Path::Many(hops) => hops,
+        }
+    }
+}
+
 /// Searches, breadth first from buckets `a` and `b`, for the shortest path of moves that frees
 /// a lane in `a` or `b`. Returns the hops in execution order (the one into the free lane
-/// first); an empty list when `a` or `b` already has room; `None` when nothing was found
+/// first); an empty path when `a` or `b` already has room; `None` when nothing was found
 /// within `limits`.
 #[inline(always)]
 pub(crate) fn find_path<P: PathSpace>(
@@ -122,7 +144,34 @@ pub(crate) fn find_path<P: PathSpace>(
     a: P::Bucket,
     b: P::Bucket,
     limits: SearchLimits,
-) -> Option<Vec<Hop<P::Bucket>>> {
+) -> Option<Path<P::Bucket>> {
+    // The roots and their first level, in the order the search below visits them, without
+    // allocating: most searches end there. (The node limit cannot stop a search this close
+    // to its roots in any table's limits but the loom models'; a path found here is valid
+    // under any limit.)
+    if limits.depth >= 1 {
+        for root in [a, b] {
+            let found = space.visit_lanes(root, |position, entry| {
+                if entry == 0 {
+                    return ControlFlow::Break(Path::Empty);
+                }
+                let (to, moved) = space.alternate(root, entry);
+                if to != root && space.has_room(to) {
+                    return ControlFlow::Break(Path::One(Hop {
+                        from: root,
+                        position,
+                        entry,
+                        to,
+                        moved,
+                    }));
+                }
+                ControlFlow::Continue(())
+            });
+            if let ControlFlow::Break(path) = found {
+                return Some(path);
+            }
+        }
+    }
     let mut nodes: Vec<Node<P::Bucket>> =
         Vec::with_capacity((limits.nodes as usize).min(SEARCH_START));
     for root in [a, b] {
@@ -130,7 +179,7 @@ pub(crate) fn find_path<P: PathSpace>(
             continue;
         }
         if space.has_room(root) {
-            return Some(Vec::new());
+            return Some(Path::Empty);
         }
         nodes.push(Node {
             bucket: root,
@@ -170,7 +219,7 @@ pub(crate) fn find_path<P: PathSpace>(
                 ControlFlow::Continue(())
             });
             if let ControlFlow::Break(end) = found {
-                return end.map(|end| hops_to(space, &nodes, end));
+                return end.map(|end| Path::Many(hops_to(space, &nodes, end)));
             }
         }
         next += 1;

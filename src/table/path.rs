@@ -4,7 +4,7 @@
 use std::ops::ControlFlow;
 
 use super::{is_one_part, Table};
-use crate::cuckoo_path::{self, Hop, PathSpace};
+use crate::cuckoo_path::{self, Hop, Path, PathSpace};
 use crate::sync::Ordering;
 
 /// A table as the path search sees it, for a layout whose access is `A` (see
@@ -49,7 +49,7 @@ impl<const A: u8> PathSpace for Paths<'_, A> {
 impl Table {
     /// Searches for a cuckoo path that frees a lane in `a` or `b` (see
     /// `cuckoo_path::find_path`), within this table's limits.
-    pub(crate) fn find_path<const A: u8>(&self, a: usize, b: usize) -> Option<Vec<Hop<u32>>> {
+    pub(crate) fn find_path<const A: u8>(&self, a: usize, b: usize) -> Option<Path<u32>> {
         cuckoo_path::find_path(&Paths::<A>(self), a as u32, b as u32, self.limits.path)
     }
 
