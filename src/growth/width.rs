@@ -36,6 +36,15 @@ pub(crate) fn doublings_to_reach(capacity: usize, expected: usize) -> u32 {
 /// Widest lane: a marker bit and 31 bits of entry.
 const MAX_LANE_BITS: u32 = 32;
 
+/// Fewest tail bits, whatever the rate and the plan. Past its planned doublings the table
+/// doubles on, and an entry stored `j` doublings before the latest one with `T` tail bits has
+/// `2^(j − T)` copies once `j > T`; the items stored before each doubling are half of those
+/// after it, so after `D` doublings the copies add about `(D − T + 1) 2^−T` lanes per item. With
+/// few tail bits that nears one lane per item, and a doubling then hardly lowers the load:
+/// the table would double on every insert. Seven bits keep the copies under a fifth of the
+/// lanes at the most doublings a table makes (32).
+const MIN_TAIL_BITS: u32 = 7;
+
 /// An empty growable table for `capacity` items before its first doubling (at least 1), that
 /// keeps `rate` (strictly between 0 and 1) for `planned` doublings (at most `MAX_DOUBLINGS`).
 ///
@@ -101,11 +110,12 @@ fn matches_per_bit_weight(doublings: u32) -> f64 {
 }
 
 /// The entry bits (anchor and tail) that keep `rate` for `doublings` doublings: at least the
-/// anchor and one tail bit, and enough tail bits for the copies' bound.
+/// anchor and `MIN_TAIL_BITS`, and enough tail bits for the copies' bound.
 fn entry_bits(rate: f64, doublings: u32) -> u32 {
     let bits = (matches_per_bit_weight(doublings) / rate).log2().ceil();
     // Saturating: a rate too small for any lane is refused by the caller.
-    let mut bits = bits.clamp(f64::from(ANCHOR_BITS + 1), f64::from(MAX_LANE_BITS)) as u32;
+    let fewest = f64::from(ANCHOR_BITS + MIN_TAIL_BITS);
+    let mut bits = bits.clamp(fewest, f64::from(MAX_LANE_BITS)) as u32;
     while bits < MAX_LANE_BITS && doublings_allowed(rate, bits) < doublings {
         bits += 1;
     }
@@ -155,15 +165,20 @@ mod tests {
                 assert!(allowed >= planned, "{rate} {planned}: {allowed}");
                 let expected = matches_per_bit_weight(allowed) * f64::from(bits).exp2().recip();
                 assert!(expected <= rate * 1.000_001, "{rate} {planned}: {expected}");
-                // The fewest bits: one less misses the rate or the planned doublings.
+                // The fewest bits: one less misses the rate or the planned doublings, or
+                // leaves fewer than `MIN_TAIL_BITS` tail bits.
                 let fewer = bits - 1;
                 let rate_misses =
                     matches_per_bit_weight(planned) * f64::from(fewer).exp2().recip() > rate;
-                let doublings_miss =
-                    fewer <= ANCHOR_BITS || doublings_allowed(rate, fewer) < planned;
+                let doublings_miss = doublings_allowed(rate, fewer) < planned;
+                let tail_too_short = fewer < ANCHOR_BITS + MIN_TAIL_BITS;
                 assert!(
-                    rate_misses || doublings_miss,
+                    rate_misses || doublings_miss || tail_too_short,
                     "{rate} {planned}: one bit fewer would do"
+                );
+                assert!(
+                    bits >= ANCHOR_BITS + MIN_TAIL_BITS,
+                    "{rate} {planned}: {bits}"
                 );
             }
         }
