@@ -273,7 +273,10 @@ impl Doubling {
         let mut hit = false;
         for entry in entries {
             // An empty lane, or a lane read torn by a writer with no marker, matches nothing.
-            hit |= (entry > ANCHOR_MASK) & (((entry ^ full) << entry.leading_zeros()) << 1 == 0);
+            // (`| 1` keeps the shift below 64 for an empty lane; a lane with a marker has the
+            // same leading zeros either way.)
+            let marker_to_top = (entry | 1).leading_zeros();
+            hit |= (entry > ANCHOR_MASK) & (((entry ^ full) << marker_to_top) << 1 == 0);
         }
         hit
     }
