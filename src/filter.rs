@@ -455,7 +455,10 @@ impl<S> CuckooFilter<S> {
     /// ([`false_positive_rate`](CuckooFilter::false_positive_rate) says by how much). A
     /// halving is built beside the table (half its memory again, for the moment) and kept
     /// only if every entry finds a lane: when memory runs out or some entries cannot be
-    /// placed, the table stays as it was.
+    /// placed, the table stays as it was. Entries with no tail bit left (stored more doublings
+    /// ago than their lanes plan for) were copied into both halves by every later doubling,
+    /// and each copy keeps a lane: a filter grown far past its planned doublings may stop
+    /// halving after a few, where those copies no longer fit their buckets.
     ///
     /// ```
     /// let mut filter = atomic_cuckoo::CuckooFilter::builder()
