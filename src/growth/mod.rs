@@ -359,6 +359,8 @@ impl Doubling {
     /// Inserts `key`'s entry (unless `unique` and a lane matches it): `Ok(true)` if stored.
     fn insert_key(&self, key: &Key, unique: bool) -> Result<bool, InsertError> {
         self.split_next(SPLITS_PER_INSERT);
+        // Whether a failed search below half the doubling load was tried again (see below).
+        let mut searched_again = false;
         loop {
             let k = self.doublings_now();
             self.split_buckets_of(key, k);
@@ -402,9 +404,18 @@ impl Doubling {
             let occupied = self.occupied();
             if self.buckets_hold_only(key, k)
                 || (occupied < limit * 9 / 10 && self.buckets_held_by_hot_keys(key, k))
-                || occupied < limit / 2
             {
                 return Err(InsertError::ItemBucketsFull);
+            }
+            if occupied < limit / 2 {
+                // A search that other writers' moves kept from finishing (its plans went stale
+                // round after round, or it read a bucket mid-move) fails like a jam: one more
+                // try tells them apart, since a jam fails again.
+                if searched_again {
+                    return Err(InsertError::ItemBucketsFull);
+                }
+                searched_again = true;
+                continue;
             }
             self.double(k)?;
         }
