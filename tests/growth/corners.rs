@@ -284,7 +284,7 @@ fn removing_every_copy_from_a_grown_filter_leaves_it_empty() {
             let keys = distinct_keys(seed ^ 0x5eed ^ capacity as u64, 400);
             let mut rng = Rng::new(seed ^ capacity as u64);
             // One to three copies each, inserted in a shuffled order.
-            let copies: Vec<usize> = keys.iter().map(|_| 1 + rng.below(3) as usize).collect();
+            let mut copies: Vec<usize> = keys.iter().map(|_| 1 + rng.below(3) as usize).collect();
             let mut order: Vec<usize> = keys
                 .iter()
                 .enumerate()
@@ -294,7 +294,14 @@ fn removing_every_copy_from_a_grown_filter_leaves_it_empty() {
                 order.swap(i, rng.below(i as u64 + 1) as usize);
             }
             for &i in &order {
-                filter.insert(&keys[i]).unwrap();
+                // Now and then a copy meets buckets full of the copies of one or two items
+                // and is refused, as documented (the hot-key rule; seed 1795862016854328110):
+                // that copy is not stored.
+                match filter.insert(&keys[i]) {
+                    Ok(()) => {}
+                    Err(InsertError::ItemBucketsFull) => copies[i] -= 1,
+                    Err(e) => panic!("{at}: {e}"),
+                }
             }
             // Insert more until a doubling is in progress: the removes meet unsplit buckets.
             let mut extra = Vec::new();
