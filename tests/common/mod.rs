@@ -5,6 +5,25 @@ use std::io::{self, Write};
 use std::sync::mpsc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// A growable filter of `capacity` at `rate`, its lanes planned for `expected` items if given
+/// (`Builder::expected_items`), else for the default growth.
+pub fn growable_planned(
+    capacity: usize,
+    rate: f64,
+    expected: Option<usize>,
+) -> atomic_cuckoo::CuckooFilter {
+    let builder = atomic_cuckoo::CuckooFilter::builder()
+        .capacity(capacity)
+        .false_positive_rate(rate)
+        .growable(true);
+    match expected {
+        Some(items) => builder.expected_items(items),
+        None => builder,
+    }
+    .build()
+    .unwrap_or_else(|e| panic!("capacity {capacity} rate {rate} expected {expected:?}: {e}"))
+}
+
 /// A growable filter (`Builder::growable`) for `capacity` items before its first doubling at a
 /// target `rate`: coarse rates give narrow lanes, fine ones wide.
 pub fn growable(capacity: usize, rate: f64) -> atomic_cuckoo::CuckooFilter {

@@ -6,16 +6,7 @@ use atomic_cuckoo::{BuildError, CuckooFilter};
 use crate::common::{distinct_keys, seed};
 
 fn growable(capacity: usize, rate: f64, expected: Option<usize>) -> CuckooFilter {
-    let builder = CuckooFilter::builder()
-        .capacity(capacity)
-        .false_positive_rate(rate)
-        .growable(true);
-    match expected {
-        Some(items) => builder.expected_items(items),
-        None => builder,
-    }
-    .build()
-    .unwrap()
+    crate::common::growable_planned(capacity, rate, expected)
 }
 
 #[test]

@@ -188,16 +188,7 @@ fn stable_items_are_found_while_writers_grow_the_filter() {
 
 /// A growable filter of `capacity` at `rate`, planned for `expected` items if given.
 fn built(capacity: usize, rate: f64, expected: Option<usize>) -> CuckooFilter {
-    let builder = CuckooFilter::builder()
-        .capacity(capacity)
-        .false_positive_rate(rate)
-        .growable(true);
-    match expected {
-        Some(items) => builder.expected_items(items),
-        None => builder,
-    }
-    .build()
-    .unwrap_or_else(|e| panic!("capacity {capacity} rate {rate} expected {expected:?}: {e}"))
+    crate::common::growable_planned(capacity, rate, expected)
 }
 
 /// At a quiescent moment (mid-doubling or not): every stored item found by `contains` and

@@ -227,16 +227,7 @@ fn a_sliding_window_does_not_grow_past_its_peak_and_shrinks_after_a_burst() {
 
 /// A growable filter of `capacity` at `rate`, planned for `expected` items if given.
 fn built(capacity: usize, rate: f64, expected: Option<usize>) -> CuckooFilter {
-    let builder = CuckooFilter::builder()
-        .capacity(capacity)
-        .false_positive_rate(rate)
-        .growable(true);
-    match expected {
-        Some(items) => builder.expected_items(items),
-        None => builder,
-    }
-    .build()
-    .unwrap_or_else(|e| panic!("capacity {capacity} rate {rate} expected {expected:?}: {e}"))
+    crate::common::growable_planned(capacity, rate, expected)
 }
 
 /// Checks every promise a (shrunk) filter keeps for the multiset `model` (key → copies stored):
