@@ -8,6 +8,8 @@ mod common;
 mod format_model;
 #[path = "../common/growable.rs"]
 mod growable_sizes;
+#[path = "../common/serde_bytes.rs"]
+mod serde_bytes;
 
 mod api;
 mod corners;

@@ -801,8 +801,9 @@ fn a_growable_set_shrinks_and_keeps_set_semantics() {
 #[cfg(feature = "serde")]
 #[test]
 fn a_shrunk_filter_round_trips_through_serde() {
-    use serde::de::value::{BytesDeserializer, Error, SeqDeserializer};
-    use serde::Deserialize;
+    use crate::serde_bytes::{
+        deserialize_from_bytes, deserialize_from_numbers, serialize_to_bytes,
+    };
 
     let seed = seed("shrink: serde");
     let mut filter = built(10, 0.001, None);
@@ -814,15 +815,13 @@ fn a_shrunk_filter_round_trips_through_serde() {
     let d = filter.doublings();
     filter.shrink_to_fit();
     assert!(filter.doublings() < d, "seed {seed}: {filter:?}");
-    let bytes = serde_bytes::to_bytes(&filter);
+    let bytes = serialize_to_bytes(&filter).expect("serializes as bytes");
     assert!(
         bytes == filter.to_bytes(),
         "seed {seed}: serializes as its snapshot"
     );
-    let from_bytes = <CuckooFilter>::deserialize(BytesDeserializer::<Error>::new(&bytes)).unwrap();
-    let from_numbers =
-        <CuckooFilter>::deserialize(SeqDeserializer::<_, Error>::new(bytes.iter().copied()))
-            .unwrap();
+    let from_bytes = deserialize_from_bytes(&bytes).unwrap();
+    let from_numbers = deserialize_from_numbers(&bytes).unwrap();
     for back in [from_bytes, from_numbers] {
         assert!(back.to_bytes() == bytes, "seed {seed}");
         assert_eq!(back.len(), 1_000);
@@ -830,81 +829,5 @@ fn a_shrunk_filter_round_trips_through_serde() {
             keys[..1_000].iter().all(|k| back.contains(k)),
             "seed {seed}"
         );
-    }
-}
-
-/// A serializer that keeps the bytes it is given (all a filter serializes as).
-#[cfg(feature = "serde")]
-mod serde_bytes {
-    use serde::ser::{Error as _, Impossible, Serialize, Serializer};
-
-    type Error = serde::de::value::Error;
-
-    pub fn to_bytes<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
-        value.serialize(Bytes).expect("serializes as bytes")
-    }
-
-    struct Bytes;
-
-    macro_rules! refuse {
-        ($ok:ty: $($method:ident($($arg:ty),*)),* $(,)?) => {$(
-            fn $method(self, $(_: $arg),*) -> Result<$ok, Error> {
-                Err(Error::custom(stringify!($method)))
-            }
-        )*};
-    }
-
-    impl Serializer for Bytes {
-        type Ok = Vec<u8>;
-        type Error = Error;
-        type SerializeSeq = Impossible<Vec<u8>, Error>;
-        type SerializeTuple = Impossible<Vec<u8>, Error>;
-        type SerializeTupleStruct = Impossible<Vec<u8>, Error>;
-        type SerializeTupleVariant = Impossible<Vec<u8>, Error>;
-        type SerializeMap = Impossible<Vec<u8>, Error>;
-        type SerializeStruct = Impossible<Vec<u8>, Error>;
-        type SerializeStructVariant = Impossible<Vec<u8>, Error>;
-
-        fn serialize_bytes(self, bytes: &[u8]) -> Result<Vec<u8>, Error> {
-            Ok(bytes.to_vec())
-        }
-
-        refuse! { Vec<u8>:
-            serialize_bool(bool), serialize_char(char), serialize_str(&str),
-            serialize_i8(i8), serialize_i16(i16), serialize_i32(i32), serialize_i64(i64),
-            serialize_u8(u8), serialize_u16(u16), serialize_u32(u32), serialize_u64(u64),
-            serialize_f32(f32), serialize_f64(f64), serialize_none(), serialize_unit(),
-            serialize_unit_struct(&'static str),
-            serialize_unit_variant(&'static str, u32, &'static str),
-        }
-        refuse! { Impossible<Vec<u8>, Error>:
-            serialize_seq(Option<usize>), serialize_tuple(usize),
-            serialize_tuple_struct(&'static str, usize),
-            serialize_tuple_variant(&'static str, u32, &'static str, usize),
-            serialize_map(Option<usize>), serialize_struct(&'static str, usize),
-            serialize_struct_variant(&'static str, u32, &'static str, usize),
-        }
-
-        fn serialize_some<T: Serialize + ?Sized>(self, _: &T) -> Result<Vec<u8>, Error> {
-            Err(Error::custom("some"))
-        }
-
-        fn serialize_newtype_struct<T: Serialize + ?Sized>(
-            self,
-            _: &'static str,
-            _: &T,
-        ) -> Result<Vec<u8>, Error> {
-            Err(Error::custom("newtype struct"))
-        }
-
-        fn serialize_newtype_variant<T: Serialize + ?Sized>(
-            self,
-            _: &'static str,
-            _: u32,
-            _: &'static str,
-            _: &T,
-        ) -> Result<Vec<u8>, Error> {
-            Err(Error::custom("newtype variant"))
-        }
     }
 }

@@ -7,6 +7,8 @@ mod common;
 mod format_model;
 #[path = "../common/growable.rs"]
 mod growable_sizes;
+#[path = "../common/serde_bytes.rs"]
+mod serde_bytes;
 mod watchdog;
 
 mod growable;
