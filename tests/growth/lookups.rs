@@ -368,6 +368,33 @@ fn contains_contains_many_and_count_agree_on_every_key_at_every_lane_width() {
 /// their two buckets, the stable items' included), at narrow and wide lanes. Readers check
 /// the stable items (some stored twice) all the time: `contains` and `contains_many` never
 /// miss one, `count` never reports fewer copies than stored.
+/// A reader of the two tests below: for `run`, every stable item (`keys` are `stable`'s) is
+/// found, counted at least as often as stored, and found by `contains_many`.
+fn read_stable_items(
+    filter: &CuckooFilter,
+    stable: &BTreeMap<u64, usize>,
+    keys: &[u64],
+    run: Duration,
+    at: &str,
+) {
+    let mut found = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < run {
+        for (key, &copies) in stable {
+            assert!(filter.contains(key), "{at}: {key:#x} missed");
+            let count = filter.count(key);
+            assert!(
+                count >= copies,
+                "{at}: count {count} of {key:#x}, {copies} stored"
+            );
+        }
+        filter.contains_many(keys, &mut found);
+        if let Some(i) = found.iter().position(|&f| !f) {
+            panic!("{at}: contains_many missed {:#x}", keys[i]);
+        }
+    }
+}
+
 #[test]
 fn stable_items_are_found_and_counted_while_kicks_move_them_near_the_doubling_load() {
     let seed = seed("lookups: stable items under kicks near the doubling load");
@@ -434,23 +461,8 @@ fn stable_items_are_found_and_counted_while_kicks_move_them_near_the_doubling_lo
                     let (filter, stop, barrier, at) = (&filter, &stop, &barrier, &at);
                     let (stable, keys) = (&stable, &keys);
                     s.spawn(move || {
-                        let mut found = Vec::new();
                         barrier.wait();
-                        let start = Instant::now();
-                        while start.elapsed() < run {
-                            for (key, &copies) in stable {
-                                assert!(filter.contains(key), "{at}: reader {r}: {key:#x} missed");
-                                let count = filter.count(key);
-                                assert!(
-                                    count >= copies,
-                                    "{at}: reader {r}: count {count} of {key:#x}, {copies} stored"
-                                );
-                            }
-                            filter.contains_many(keys, &mut found);
-                            if let Some(i) = found.iter().position(|&f| !f) {
-                                panic!("{at}: reader {r}: contains_many missed {:#x}", keys[i]);
-                            }
-                        }
+                        read_stable_items(filter, stable, keys, run, &format!("{at}: reader {r}"));
                         stop.store(true, Ordering::Relaxed);
                     })
                 })
@@ -528,23 +540,8 @@ fn stable_items_are_found_and_counted_while_tiny_tables_double_under_readers() {
                     let (filter, stop, barrier, at) = (&filter, &stop, &barrier, &at);
                     let (stable, keys) = (&stable, &keys);
                     s.spawn(move || {
-                        let mut found = Vec::new();
                         barrier.wait();
-                        let start = Instant::now();
-                        while start.elapsed() < run {
-                            for (key, &copies) in stable {
-                                assert!(filter.contains(key), "{at}: reader {r}: {key:#x} missed");
-                                let count = filter.count(key);
-                                assert!(
-                                    count >= copies,
-                                    "{at}: reader {r}: count {count} of {key:#x}, {copies} stored"
-                                );
-                            }
-                            filter.contains_many(keys, &mut found);
-                            if let Some(i) = found.iter().position(|&f| !f) {
-                                panic!("{at}: reader {r}: contains_many missed {:#x}", keys[i]);
-                            }
-                        }
+                        read_stable_items(filter, stable, keys, run, &format!("{at}: reader {r}"));
                         stop.store(true, Ordering::Relaxed);
                     })
                 })
