@@ -296,6 +296,29 @@ fn assert_model<S: BuildHasher + Clone>(
     );
 }
 
+/// Removes copies of every item of the multiset `model` from `filter`, each copy if `remove`
+/// says so (asked once per stored copy, in order), and updates the model.
+fn remove_copies<S: std::hash::BuildHasher>(
+    filter: &CuckooFilter<S>,
+    model: &mut BTreeMap<u64, usize>,
+    at: &str,
+    mut remove: impl FnMut() -> bool,
+) {
+    let keys: Vec<u64> = model.keys().copied().collect();
+    for key in keys {
+        let stored = model[&key];
+        let removed = (0..stored).filter(|_| remove()).count();
+        for _ in 0..removed {
+            assert!(filter.remove(&key), "{at}: remove {key:#x}");
+        }
+        if removed == stored {
+            model.remove(&key);
+        } else {
+            model.insert(key, stored - removed);
+        }
+    }
+}
+
 /// Shrinks `filter` and checks the model; a second shrink changes nothing.
 fn shrink_and_check<S: BuildHasher + Clone>(
     at: &str,
@@ -371,19 +394,9 @@ fn a_multiset_through_growth_removes_and_shrinks_keeps_every_copy_in_tiny_tables
                     let grown = filter.doublings();
                     // Remove-heavy: all but a few percent of the copies, hot keys' too.
                     let keep = 1 + rng.below(8);
-                    let keys: Vec<u64> = model.keys().copied().collect();
-                    for key in keys {
-                        let stored = model[&key];
-                        let remove = (0..stored).filter(|_| rng.below(100) >= keep * 3).count();
-                        for _ in 0..remove {
-                            assert!(filter.remove(&key), "{at}: cycle {cycle} remove {key:#x}");
-                        }
-                        if remove == stored {
-                            model.remove(&key);
-                        } else {
-                            model.insert(key, stored - remove);
-                        }
-                    }
+                    remove_copies(&filter, &mut model, &format!("{at}: cycle {cycle}"), || {
+                        rng.below(100) >= keep * 3
+                    });
                     shrink_and_check(&format!("{at} cycle {cycle}"), &mut filter, &model);
                     halvings += grown - filter.doublings();
                 }
@@ -453,19 +466,9 @@ fn crowded_hashes_through_growth_removes_and_shrinks_keep_every_copy() {
                         }
                     }
                     let grown = filter.doublings();
-                    let keys: Vec<u64> = model.keys().copied().collect();
-                    for key in keys {
-                        let stored = model[&key];
-                        let remove = (0..stored).filter(|_| rng.below(10) < 8).count();
-                        for _ in 0..remove {
-                            assert!(filter.remove(&key), "{at}: cycle {cycle} remove {key:#x}");
-                        }
-                        if remove == stored {
-                            model.remove(&key);
-                        } else {
-                            model.insert(key, stored - remove);
-                        }
-                    }
+                    remove_copies(&filter, &mut model, &format!("{at}: cycle {cycle}"), || {
+                        rng.below(10) < 8
+                    });
                     shrink_and_check(&format!("{at} cycle {cycle}"), &mut filter, &model);
                     halvings += grown - filter.doublings();
                 }
