@@ -5,6 +5,32 @@ use std::io::{self, Write};
 use std::sync::mpsc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// Every item of the multiset `model` (item → copies stored) is found by `contains` and by
+/// `contains_many`, and counted at least as often as it was stored.
+pub fn assert_multiset_found<S: std::hash::BuildHasher>(
+    at: &str,
+    filter: &atomic_cuckoo::CuckooFilter<S>,
+    model: &std::collections::BTreeMap<u64, usize>,
+) {
+    for (&key, &copies) in model {
+        assert!(
+            filter.contains(&key),
+            "{at}: {key:#x} ({copies} copies) missed"
+        );
+        let count = filter.count(&key);
+        assert!(
+            count >= copies,
+            "{at}: count {count} of {key:#x}, {copies} stored"
+        );
+    }
+    let keys: Vec<u64> = model.keys().copied().collect();
+    let mut found = Vec::new();
+    filter.contains_many(&keys, &mut found);
+    if let Some(i) = found.iter().position(|&f| !f) {
+        panic!("{at}: contains_many missed {:#x}", keys[i]);
+    }
+}
+
 /// A growable filter of `capacity` at `rate`, its lanes planned for `expected` items if given
 /// (`Builder::expected_items`), else for the default growth.
 pub fn growable_planned(

@@ -202,23 +202,8 @@ fn assert_lookups_agree(
     model: &BTreeMap<u64, usize>,
     probes: &[u64],
 ) -> usize {
-    let keys: Vec<u64> = model.keys().copied().collect();
-    for (&key, &copies) in model {
-        assert!(
-            filter.contains(&key),
-            "{at}: {key:#x} ({copies} copies) missed"
-        );
-        let count = filter.count(&key);
-        assert!(
-            count >= copies,
-            "{at}: count {count} of {key:#x}, {copies} stored"
-        );
-    }
+    crate::common::assert_multiset_found(at, filter, model);
     let mut found = Vec::new();
-    filter.contains_many(&keys, &mut found);
-    if let Some(i) = found.iter().position(|&f| !f) {
-        panic!("{at}: contains_many missed {:#x}", keys[i]);
-    }
     let mut positives = 0;
     filter.contains_many(probes, &mut found);
     for (probe, &many) in probes.iter().zip(&found) {
@@ -368,30 +353,17 @@ fn contains_contains_many_and_count_agree_on_every_key_at_every_lane_width() {
 /// their two buckets, the stable items' included), at narrow and wide lanes. Readers check
 /// the stable items (some stored twice) all the time: `contains` and `contains_many` never
 /// miss one, `count` never reports fewer copies than stored.
-/// A reader of the two tests below: for `run`, every stable item (`keys` are `stable`'s) is
-/// found, counted at least as often as stored, and found by `contains_many`.
+/// A reader of the two tests below: for `run`, every stable item is found, counted at least
+/// as often as stored, and found by `contains_many`.
 fn read_stable_items(
     filter: &CuckooFilter,
     stable: &BTreeMap<u64, usize>,
-    keys: &[u64],
     run: Duration,
     at: &str,
 ) {
-    let mut found = Vec::new();
     let start = Instant::now();
     while start.elapsed() < run {
-        for (key, &copies) in stable {
-            assert!(filter.contains(key), "{at}: {key:#x} missed");
-            let count = filter.count(key);
-            assert!(
-                count >= copies,
-                "{at}: count {count} of {key:#x}, {copies} stored"
-            );
-        }
-        filter.contains_many(keys, &mut found);
-        if let Some(i) = found.iter().position(|&f| !f) {
-            panic!("{at}: contains_many missed {:#x}", keys[i]);
-        }
+        crate::common::assert_multiset_found(at, filter, stable);
     }
 }
 
@@ -422,7 +394,6 @@ fn stable_items_are_found_and_counted_while_kicks_move_them_near_the_doubling_lo
             assert!(filter.remove(key), "{at}");
         }
         let doublings = filter.doublings();
-        let keys: Vec<u64> = stable.keys().copied().collect();
         let stop = AtomicBool::new(false);
         let barrier = Barrier::new(4);
         let moves = std::thread::scope(|s| {
@@ -459,10 +430,10 @@ fn stable_items_are_found_and_counted_while_kicks_move_them_near_the_doubling_lo
             let readers: Vec<_> = (0..2usize)
                 .map(|r| {
                     let (filter, stop, barrier, at) = (&filter, &stop, &barrier, &at);
-                    let (stable, keys) = (&stable, &keys);
+                    let stable = &stable;
                     s.spawn(move || {
                         barrier.wait();
-                        read_stable_items(filter, stable, keys, run, &format!("{at}: reader {r}"));
+                        read_stable_items(filter, stable, run, &format!("{at}: reader {r}"));
                         stop.store(true, Ordering::Relaxed);
                     })
                 })
@@ -512,7 +483,6 @@ fn stable_items_are_found_and_counted_while_tiny_tables_double_under_readers() {
             }
             stable.insert(key, copies);
         }
-        let keys: Vec<u64> = stable.keys().copied().collect();
         let stop = AtomicBool::new(false);
         let barrier = Barrier::new(3);
         std::thread::scope(|s| {
@@ -538,10 +508,10 @@ fn stable_items_are_found_and_counted_while_tiny_tables_double_under_readers() {
             let readers: Vec<_> = (0..2usize)
                 .map(|r| {
                     let (filter, stop, barrier, at) = (&filter, &stop, &barrier, &at);
-                    let (stable, keys) = (&stable, &keys);
+                    let stable = &stable;
                     s.spawn(move || {
                         barrier.wait();
-                        read_stable_items(filter, stable, keys, run, &format!("{at}: reader {r}"));
+                        read_stable_items(filter, stable, run, &format!("{at}: reader {r}"));
                         stop.store(true, Ordering::Relaxed);
                     })
                 })

@@ -248,24 +248,8 @@ fn assert_model<S: BuildHasher + Clone>(
         filter.len(),
         filter.slots()
     );
+    crate::common::assert_multiset_found(at, filter, model);
     let keys: Vec<u64> = model.keys().copied().collect();
-    for (&key, &stored) in model {
-        assert!(
-            filter.contains(&key),
-            "{at}: {key:#x} ({stored} copies) not found"
-        );
-        let count = filter.count(&key);
-        assert!(
-            count >= stored,
-            "{at}: count {count} of {key:#x}, {stored} copies stored"
-        );
-    }
-    let mut found = Vec::new();
-    filter.contains_many(&keys, &mut found);
-    assert!(
-        found.iter().all(|&f| f),
-        "{at}: contains_many missed an item"
-    );
     let bytes = filter.to_bytes();
     let mut written = Vec::new();
     filter.write_to(&mut written).unwrap();
