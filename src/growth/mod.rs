@@ -258,27 +258,43 @@ impl Doubling {
     }
 
     /// Whether a lane of the bucket at `pos` (whose entries have seen `doublings` doublings)
-    /// matches `key` on `side`, without a branch per lane.
+    /// matches `key` on `side`.
     #[inline(always)]
     fn bucket_matches(&self, key: &Key, side: usize, pos: Pos, doublings: u32) -> bool {
-        let entries = self.table.entries(pos);
-        // Most lanes of an absent item's buckets differ in the anchor: test those first.
-        if entries.iter().all(|e| e & ANCHOR_MASK != key.anchor) {
-            return false;
-        }
         // The item's entry as it would be with every bit of its stream: an entry matches when
         // it agrees with this below its marker (its highest set bit), which shifting the
         // difference up by the entry's leading zeros, then one more, tests at once.
         let full = ((key.stream[side] >> doublings) << ANCHOR_BITS) | key.anchor;
-        let mut hit = false;
-        for entry in entries {
+        let matches = |entry: u64| {
             // An empty lane, or a lane read torn by a writer with no marker, matches nothing.
             // (`| 1` keeps the shift below 64 for an empty lane; a lane with a marker has the
             // same leading zeros either way.)
             let marker_to_top = (entry | 1).leading_zeros();
-            hit |= (entry > ANCHOR_MASK) & (((entry ^ full) << marker_to_top) << 1 == 0);
+            (entry > ANCHOR_MASK) & (((entry ^ full) << marker_to_top) << 1 == 0)
+        };
+        if !self.table.is_narrow() {
+            let entries = self.table.entries(pos);
+            // Most lanes of an absent item's buckets differ in the anchor: test those first.
+            if entries.iter().all(|e| e & ANCHOR_MASK != key.anchor) {
+                return false;
+            }
+            return entries
+                .into_iter()
+                .fold(false, |hit, entry| hit | matches(entry));
         }
-        hit
+        // A narrow bucket's four anchors are tested at once; only the lanes that agree (one,
+        // for most present items; none, for most absent ones) are tested in full.
+        let lanes = self.table.narrow_bucket(pos);
+        let mut agree = self.table.anchors_agree(lanes, key.anchor);
+        while agree != 0 {
+            // The lane's first bit: its flag lies `ANCHOR_BITS` above it.
+            let first = agree.trailing_zeros() - ANCHOR_BITS;
+            if matches((lanes >> first) & self.table.lane_mask()) {
+                return true;
+            }
+            agree &= agree - 1;
+        }
+        false
     }
 
     /// The lane of `key`'s bucket on `side` holding its longest matching entry, with that

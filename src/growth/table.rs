@@ -42,6 +42,10 @@ pub(super) struct Table {
     segments: Box<[OnceLock<BucketWords>]>,
     /// Whether segments ask for transparent huge pages (`Builder::huge_pages`).
     huge_pages: bool,
+    /// The low `width` bits set: one lane.
+    lane_mask: u64,
+    /// The lowest bit of each of a bucket's four lanes, when they fit one word (else 0).
+    lane_ones: u64,
 }
 
 /// Words for `buckets` buckets of four `width`-bit lanes, plus the spare words.
@@ -70,12 +74,12 @@ impl Table {
     /// bytes it would need when they cannot be had.
     pub(crate) fn new(base: u64, width: u32, huge_pages: bool) -> Result<Self, usize> {
         debug_assert!((ANCHOR_BITS + 2..=32).contains(&width));
-        let table = Table {
+        let table = Table::of(
             width,
             base,
-            segments: (0..=MAX_DOUBLINGS).map(|_| OnceLock::new()).collect(),
+            (0..=MAX_DOUBLINGS).map(|_| OnceLock::new()).collect(),
             huge_pages,
-        };
+        );
         table.add_segment(0)?;
         Ok(table)
     }
@@ -98,11 +102,24 @@ impl Table {
         for (cell, words) in segments.iter().zip(restored) {
             let _ = cell.set(words);
         }
+        Table::of(width, base, segments, huge_pages)
+    }
+
+    fn of(width: u32, base: u64, segments: Box<[OnceLock<BucketWords>]>, huge_pages: bool) -> Self {
+        let narrow = LANES as u32 * width <= 64;
         Table {
             width,
             base,
             segments,
             huge_pages,
+            lane_mask: (1u64 << width) - 1,
+            lane_ones: if narrow {
+                (0..LANES)
+                    .map(|lane| 1u64 << (lane * u64::from(width)))
+                    .sum()
+            } else {
+                0
+            },
         }
     }
 
@@ -247,16 +264,9 @@ impl Table {
     #[inline(always)]
     pub(crate) fn entries(&self, pos: Pos) -> [u64; LANES as usize] {
         let width = self.width;
-        let mask = (1u64 << width) - 1;
-        // (Spelled out: `[_; 4].map` is not always inlined, and lookups run this.)
-        if LANES as u32 * width <= 64 {
-            let lanes = self.narrow_bucket(pos);
-            [
-                lanes & mask,
-                (lanes >> width) & mask,
-                (lanes >> (2 * width)) & mask,
-                (lanes >> (3 * width)) & mask,
-            ]
+        let mask = self.lane_mask;
+        if self.is_narrow() {
+            self.narrow_entries(self.narrow_bucket(pos))
         } else {
             let lanes = self.bucket(pos);
             // Two lanes per 64-bit half (a lane has at most 32 bits): one 128-bit shift in all.
@@ -268,6 +278,45 @@ impl Table {
                 (halves[1] >> width) & mask,
             ]
         }
+    }
+
+    /// Whether a bucket's four lanes fit one word (every table of a 1 % target does).
+    #[inline(always)]
+    pub(crate) fn is_narrow(&self) -> bool {
+        self.lane_ones != 0
+    }
+
+    /// For the four lanes of a narrow table's bucket as `narrow_bucket` read them, a flag at
+    /// bit `ANCHOR_BITS` of each lane whose anchor is `anchor`, without a branch per lane.
+    #[inline(always)]
+    pub(crate) fn anchors_agree(&self, lanes: u64, anchor: u64) -> u64 {
+        debug_assert!(self.is_narrow());
+        let ones = self.lane_ones;
+        let fields = ((1 << ANCHOR_BITS) - 1) * ones;
+        let flags = ones << ANCHOR_BITS;
+        // A lane's anchor field XOR `anchor` is zero when they agree, and adding 31 to a 5-bit
+        // field sets the bit above it unless the field is zero (a lane has at least 7 bits, so
+        // the sum stays in its lane; bits past the fourth lane are masked off first).
+        !(((lanes ^ (anchor * ones)) & fields) + fields) & flags
+    }
+
+    /// The low `width` bits set: one lane.
+    #[inline(always)]
+    pub(crate) fn lane_mask(&self) -> u64 {
+        self.lane_mask
+    }
+
+    /// The four lanes of a narrow table's bucket as `narrow_bucket` read them.
+    #[inline(always)]
+    pub(crate) fn narrow_entries(&self, lanes: u64) -> [u64; LANES as usize] {
+        let (width, mask) = (self.width, self.lane_mask);
+        // (Spelled out: `[_; 4].map` is not always inlined, and lookups run this.)
+        [
+            lanes & mask,
+            (lanes >> width) & mask,
+            (lanes >> (2 * width)) & mask,
+            (lanes >> (3 * width)) & mask,
+        ]
     }
 
     /// Sets the four lanes of the bucket at `pos` to `entries`, storing only the words the
@@ -421,18 +470,41 @@ impl Table {
         for (cell, words) in segments.iter().zip(self.segments()) {
             let _ = cell.set(copy_words(words, self.huge_pages));
         }
-        Table {
-            width: self.width,
-            base: self.base,
-            segments,
-            huge_pages: self.huge_pages,
-        }
+        Table::of(self.width, self.base, segments, self.huge_pages)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn anchors_agree_flags_exactly_the_lanes_with_the_anchor() {
+        let mut x = 0x0123_4567_89ab_cdefu64;
+        for width in ANCHOR_BITS + 2..=16 {
+            let table = Table::new(2, width, false).unwrap();
+            for _ in 0..20_000 {
+                x = super::super::keys::mix(x);
+                // Lanes drawn from a few anchors so that agreements are common; bits past
+                // the fourth lane are arbitrary (the next bucket's).
+                let lanes = x & !0x0842_1084_2108_4210;
+                for anchor in 0..1 << ANCHOR_BITS {
+                    let expected: u64 = (0..LANES)
+                        .filter(|&lane| {
+                            (lanes >> (lane * u64::from(width))) & ((1 << ANCHOR_BITS) - 1)
+                                == anchor
+                        })
+                        .map(|lane| 1 << (lane * u64::from(width) + u64::from(ANCHOR_BITS)))
+                        .sum();
+                    assert_eq!(
+                        table.anchors_agree(lanes, anchor),
+                        expected,
+                        "width {width}, lanes {lanes:#x}, anchor {anchor}"
+                    );
+                }
+            }
+        }
+    }
 
     fn pos(table: &Table, bucket: u64) -> Pos {
         Pos {
