@@ -266,6 +266,12 @@ pub fn split_old(filter: &CuckooFilter<PassThrough>, index: u64) {
     doubling(filter).loom_split_old(index);
 }
 
+/// Claims `count` more old buckets of the doubling in progress for splitting, as an insert
+/// does, and splits the runs whose first bucket it claimed.
+pub fn split_next(filter: &CuckooFilter<PassThrough>, count: u64) {
+    doubling(filter).loom_split_next(count);
+}
+
 /// Splits `item`'s old bucket on `side` if the doubling in progress has not split it yet.
 pub fn split(filter: &CuckooFilter<PassThrough>, item: u64, side: usize) {
     doubling(filter).loom_split(item, side);

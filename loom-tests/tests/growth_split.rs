@@ -12,6 +12,10 @@
 //! lookup then reads the split bucket as unsplit under a settled version, and a second split
 //! splits it again).
 //!
+//! An insert splits the old buckets in runs, all those under one pair of stripes at once (here
+//! the whole table: two stripes): a run that splits x's bucket among others, against a lookup
+//! and against a writer that splits x's bucket alone, under the same mutants.
+//!
 //! When x's bucket is the last the doubling splits, that split also clears the filter's
 //! "splitting" flag, after which lookups read buckets without the bitmap: mutant
 //! `doubling_flag_before_split` clears it before taking the stripes, so a lookup that reads it
@@ -67,6 +71,11 @@ fn split_x(s: &Split) {
     hook::split(&s.filter, s.x, 0);
 }
 
+/// An insert's claim of the first old buckets: it splits the run they begin, every old bucket.
+fn split_run(s: &Split) {
+    hook::split_next(&s.filter, 2);
+}
+
 fn look_up_x(s: &Split) {
     assert_ne!(
         hook::doubling_lookup(&s.filter, s.x),
@@ -115,6 +124,28 @@ fn a_lookup_during_the_last_split_of_a_doubling_never_misses() {
         last_split_setup,
         split_x,
         look_up_x,
+        after_last_split,
+    );
+}
+
+#[test]
+fn a_lookup_during_a_run_of_splits_never_misses() {
+    check_both_orders(
+        "growth: run of splits vs lookup",
+        split_setup,
+        split_run,
+        look_up_x,
+        after_last_split,
+    );
+}
+
+#[test]
+fn a_run_of_splits_and_a_writer_splitting_one_of_its_buckets_split_it_once() {
+    check_both_orders(
+        "growth: run of splits vs split",
+        split_setup,
+        split_run,
+        split_x,
         after_last_split,
     );
 }

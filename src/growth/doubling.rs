@@ -1,5 +1,6 @@
 //! A doubling spread over the inserts after it: the new buckets are added at once, and old
-//! buckets are split in order (two per insert) or when an operation is about to touch them.
+//! buckets are split in order (two claimed per insert, split sixteen at a time under one
+//! pair of stripes) or when an operation is about to touch them.
 //!
 //! Concurrency. A doubling is begun under the grow lock, with every writer held back for a
 //! moment (a freeze of the stripes): it adds the segment and a bitmap with a bit set per old
@@ -18,6 +19,18 @@ use crate::error::InsertError;
 use crate::freeze;
 use crate::sync::Ordering;
 use crate::table::BucketWords;
+
+/// Old buckets handed out to one insert to split, at most: those whose upper halves form one
+/// stripe group (`Table::stripe_key`), so that most runs need one lock of one pair of stripes.
+const SPLIT_RUN: u64 = 16;
+
+/// The bucket of doubling `k` that old bucket `old` splits into besides itself.
+fn upper_half(old: Pos, k: u32) -> Pos {
+    Pos {
+        home: old.home,
+        high: old.high + (1 << (k - 1)),
+    }
+}
 
 impl Doubling {
     /// Begins doubling `k + 1`, unless another writer did since this one saw `k` doublings:
@@ -91,34 +104,95 @@ impl Doubling {
 
     /// Splits the old bucket at `old` of doubling `k` unless it is split already (or the
     /// table doubled again).
-    fn split_old(&self, old: Pos, k: u32) {
-        if !self.is_unsplit(k, old) {
-            return;
+    pub(super) fn split_old(&self, old: Pos, k: u32) {
+        if self.is_unsplit(k, old) {
+            self.split_under_pair(old, 1, k);
         }
-        let upper = Pos {
-            home: old.home,
-            high: old.high + (1 << (k - 1)),
+    }
+
+    /// Splits the `n` old buckets of doubling `k` from `first` on (consecutive old indices
+    /// `home + base · high`) that are not split yet: those that share a pair of stripes (their
+    /// own and their upper halves') under one lock of the pair.
+    fn split_run(&self, first: Pos, n: u64, k: u32) {
+        let (mut at, mut left) = (first, n);
+        while left > 0 {
+            let pair = self.split_stripes(at, k);
+            let (mut len, mut next) = (1, self.next_old(at));
+            while len < left && self.split_stripes(next, k) == pair {
+                len += 1;
+                next = self.next_old(next);
+            }
+            if (0..len)
+                .scan(at, |pos, _| {
+                    Some(std::mem::replace(pos, self.next_old(*pos)))
+                })
+                .any(|old| self.is_unsplit(k, old))
+            {
+                self.split_under_pair(at, len, k);
+            }
+            (at, left) = (next, left - len);
+        }
+    }
+
+    /// The stripes a split of old bucket `old` of doubling `k` holds: its own and its upper
+    /// half's.
+    fn split_stripes(&self, old: Pos, k: u32) -> [usize; 2] {
+        [old, upper_half(old, k)].map(|pos| self.stripes.index_of(self.table.stripe_key(pos)))
+    }
+
+    /// The old bucket after `old` in index order.
+    fn next_old(&self, old: Pos) -> Pos {
+        if old.home + 1 == self.table.base() {
+            Pos {
+                home: 0,
+                high: old.high + 1,
+            }
+        } else {
+            Pos {
+                home: old.home + 1,
+                high: old.high,
+            }
+        }
+    }
+
+    /// Splits the `len` old buckets of doubling `k` from `first` on that are not split yet;
+    /// they and their upper halves lie under the stripes of `first` and its upper half.
+    fn split_under_pair(&self, first: Pos, len: u64, k: u32) {
+        let olds = || {
+            (0..len).scan(first, |pos, _| {
+                Some(std::mem::replace(pos, self.next_old(*pos)))
+            })
         };
         if cfg!(loom_mutant = "doubling_flag_before_split")
-            && self.left.load(Ordering::Relaxed) == 1
+            && self.left.load(Ordering::Relaxed) <= len
         {
             // The broken variant: the last split clears the flag before it takes its stripes.
             self.splitting.store(false, Ordering::Release);
         }
         let last = {
-            let _held = self.lock_pair(old, upper);
-            if !self.still(k) || !self.is_unsplit(k, old) {
+            let _held = self.lock_pair(first, upper_half(first, k));
+            if !self.still(k) {
                 return;
             }
-            // The copies it makes were counted when the doubling began.
-            self.table.split(old, k - 1);
-            if !cfg!(loom_mutant = "doubling_bit_after_unlock") {
-                self.clear_split_bit(k, old);
+            let mut split = 0;
+            for old in olds() {
+                debug_assert_eq!(self.split_stripes(old, k), self.split_stripes(first, k));
+                if self.is_unsplit(k, old) {
+                    // The copies it makes were counted when the doubling began.
+                    self.table.split(old, k - 1);
+                    if !cfg!(loom_mutant = "doubling_bit_after_unlock") {
+                        self.clear_split_bit(k, old);
+                    }
+                    split += 1;
+                }
+            }
+            if split == 0 {
+                return;
             }
             // AcqRel: each split reads the decrement before it, so the one that reaches 0
             // happens after every split of the doubling. Under the stripes, so that a freeze
             // finds the count settled.
-            let last = self.left.fetch_sub(1, Ordering::AcqRel) == 1;
+            let last = self.left.fetch_sub(split, Ordering::AcqRel) == split;
             if last {
                 // Release: a lookup that reads `false` (Acquire) sees every split, and reads
                 // buckets without the bitmap.
@@ -127,7 +201,10 @@ impl Doubling {
             last
         };
         if cfg!(loom_mutant = "doubling_bit_after_unlock") {
-            self.clear_split_bit(k, old);
+            // (Every bucket of the run is split by now, by this writer or an earlier one.)
+            for old in olds() {
+                self.clear_split_bit(k, old);
+            }
         }
         if last {
             self.give_back_bitmap(k as usize);
@@ -167,28 +244,29 @@ impl Doubling {
             return;
         }
         let old_buckets = self.table.buckets(k - 1);
+        // Relaxed: only hands out indices; each split is decided under its stripes.
+        let first = self.next.fetch_add(count, Ordering::Relaxed);
+        if first >= old_buckets {
+            // Every bucket handed out, and the doubling not finished: a claimer has yet to
+            // split its run, a writer that touched a bucket has yet to split it, or a claimer
+            // gave its run up (it read the count of the doubling before with this one's
+            // flag). Split what is left from the bitmap, so that inserts always finish a
+            // doubling.
+            self.split_from_bitmap(k, count);
+            return;
+        }
+        // The claimer of a run's first index splits the run: the buckets of a stripe group
+        // under one lock of their stripes, not one lock per bucket.
         let base = self.table.base();
-        let mut done = 0;
-        while done < count {
-            // Relaxed: only hands out indices; skip those already split by the writers that
-            // touched them.
-            let index = self.next.fetch_add(1, Ordering::Relaxed);
-            if index >= old_buckets {
-                // Every bucket handed out, and the doubling not finished: a claimer has yet
-                // to split its bucket, or gave it up (it read the count of the doubling before
-                // with this one's flag). Split what is left from the bitmap, so that inserts
-                // always finish a doubling.
-                self.split_from_bitmap(k, count - done);
-                return;
-            }
-            let old = Pos {
-                home: index % base,
-                high: index / base,
+        let end = (first + count).min(old_buckets);
+        let mut run = first.next_multiple_of(SPLIT_RUN);
+        while run < end {
+            let first_old = Pos {
+                home: run % base,
+                high: run / base,
             };
-            if self.is_unsplit(k, old) {
-                self.split_old(old, k);
-                done += 1;
-            }
+            self.split_run(first_old, SPLIT_RUN.min(old_buckets - run), k);
+            run += SPLIT_RUN;
         }
     }
 

@@ -44,6 +44,12 @@ impl PathSpace for Paths<'_> {
         ControlFlow::Continue(())
     }
 
+    fn has_room(&self, pos: Pos) -> bool {
+        // Writers only ever see split buckets.
+        self.filter.split_at(pos, self.k);
+        self.filter.table.has_empty_lane(pos)
+    }
+
     #[inline(always)]
     fn alternate(&self, pos: Pos, entry: u64) -> (Pos, u64) {
         self.filter.alternate(pos, entry, self.k)

@@ -94,6 +94,11 @@ impl Doubling {
         self.split_at(old, k);
     }
 
+    /// Claims `count` old buckets for splitting, as an insert does (`split_next`).
+    pub(crate) fn loom_split_next(&self, count: u64) {
+        self.split_next(count);
+    }
+
     /// Splits the old bucket of `item` on `side`, as a writer about to touch it would.
     pub(crate) fn loom_split(&self, item: u64, side: usize) {
         let k = self.doublings_now();

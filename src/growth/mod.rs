@@ -74,9 +74,9 @@ const PATH_LIMITS: SearchLimits = SearchLimits {
     depth: 3,
 };
 
-/// Buckets of an unfinished doubling that each insert splits. A doubling has as many buckets
-/// to split as the table had, and the next doubling comes at least 3.8 inserts per bucket
-/// later, so two per insert finish it in the first eighth of that time.
+/// Buckets of an unfinished doubling that each insert claims to split. A doubling has as many
+/// buckets to split as the table had, and the next doubling comes at least 3.8 inserts per
+/// bucket later, so two per insert finish it in the first eighth of that time.
 const SPLITS_PER_INSERT: u64 = 2;
 
 const ANCHOR_MASK: u64 = (1 << ANCHOR_BITS) - 1;

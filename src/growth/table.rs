@@ -336,6 +336,16 @@ impl Table {
             | entries[1] << width
             | entries[2] << (2 * width)
             | entries[3] << (3 * width);
+        self.set_narrow_bucket(pos, lanes);
+    }
+
+    /// Sets the four lanes of the bucket at `pos` of a narrow table to `lanes` (lane 0 in the
+    /// lowest bits, nothing above the fourth), storing only the words the bucket lies on. The
+    /// caller holds the bucket's stripe.
+    #[inline(always)]
+    fn set_narrow_bucket(&self, pos: Pos, lanes: u64) {
+        let span = LANES as u32 * self.width;
+        debug_assert!(span <= 64 && (span == 64 || lanes >> span == 0));
         let (words, bit) = self.locate(pos);
         let word = (bit / 64) as usize;
         let shift = (bit % 64) as u32;
@@ -390,6 +400,22 @@ impl Table {
         }
     }
 
+    /// Whether the bucket at `pos` has an empty lane, without a branch per lane.
+    #[inline(always)]
+    pub(crate) fn has_empty_lane(&self, pos: Pos) -> bool {
+        if !self.is_narrow() {
+            return self.entries(pos).contains(&0);
+        }
+        let lanes = self.narrow_bucket(pos);
+        let top = self.lane_ones << (self.width - 1);
+        // A lane's bits below its top bit plus `2^(width-1) - 1` reach its top bit unless
+        // they are all zero, and never carry out of the lane; with the top bit itself, each
+        // lane's top bit then says whether the lane holds anything.
+        let below = (self.lane_mask >> 1) * self.lane_ones;
+        let nonempty = (((lanes & below) + below) | lanes) & top;
+        nonempty != top
+    }
+
     /// The first empty lane of the bucket at `pos`.
     #[inline(always)]
     pub(crate) fn empty_lane(&self, pos: Pos) -> Option<u64> {
@@ -411,6 +437,46 @@ impl Table {
     /// entries were copied into both (those with no tail bit left). The caller holds both
     /// halves' stripes.
     pub(crate) fn split(&self, pos: Pos, k: u32) -> u64 {
+        let upper = Pos {
+            home: pos.home,
+            high: pos.high + (1 << k),
+        };
+        if !self.is_narrow() {
+            return self.split_wide(pos, upper);
+        }
+        // Both halves are packed in registers, then each bucket is written once.
+        let (width, mask) = (self.width, self.lane_mask);
+        let lanes = self.narrow_bucket(pos);
+        let (mut halves, mut filled, mut copied) = ([0u64; 2], [0u32; 2], 0);
+        for lane in 0..LANES as u32 {
+            let entry = (lanes >> (lane * width)) & mask;
+            if entry == 0 {
+                continue;
+            }
+            let anchor = entry & ((1 << ANCHOR_BITS) - 1);
+            let field = entry >> ANCHOR_BITS;
+            let moved = ((field >> 1).max(1) << ANCHOR_BITS) | anchor;
+            // Its lowest tail bit names its half; with none left it goes to both.
+            let exhausted = field == 1;
+            copied += u64::from(exhausted);
+            for (half, goes) in [exhausted | (field & 1 == 0), exhausted | (field & 1 == 1)]
+                .into_iter()
+                .enumerate()
+            {
+                if goes {
+                    // At most four entries reach a half: the shift stays below 64.
+                    halves[half] |= moved << filled[half];
+                    filled[half] += width;
+                }
+            }
+        }
+        self.set_narrow_bucket(pos, halves[0]);
+        self.set_narrow_bucket(upper, halves[1]);
+        copied
+    }
+
+    /// `split` for a table whose buckets take more than a word.
+    fn split_wide(&self, pos: Pos, upper: Pos) -> u64 {
         // Both halves are built in registers, then each bucket is written once.
         let mut halves = [[0u64; LANES as usize]; 2];
         let mut filled = [0usize; 2];
@@ -433,10 +499,6 @@ impl Table {
                 filled[half] += 1;
             }
         }
-        let upper = Pos {
-            home: pos.home,
-            high: pos.high + (1 << k),
-        };
         self.set_entries(pos, halves[0]);
         self.set_entries(upper, halves[1]);
         copied
@@ -477,6 +539,36 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn has_empty_lane_says_whether_a_lane_is_zero() {
+        let mut x = 0x0fed_cba9_8765_4321u64;
+        for width in ANCHOR_BITS + 2..=32 {
+            let table = Table::new(4, width, false).unwrap();
+            let at = pos(&table, 1);
+            for round in 0..5_000 {
+                x = super::super::keys::mix(x);
+                // Lanes of a few bits, one bit, or none, so that each case is common.
+                let mut entries = [0u64; LANES as usize];
+                for (lane, entry) in entries.iter_mut().enumerate() {
+                    let draw = x >> (lane * 16);
+                    *entry = match draw & 3 {
+                        0 => 0,
+                        1 => 1 << ((draw >> 2) % u64::from(width)),
+                        _ => (draw >> 4) & table.lane_mask(),
+                    };
+                }
+                table.set_entries(at, entries);
+                // The next bucket's lanes are set too: bits past a bucket must not count.
+                table.set_entries(pos(&table, 2), [x & table.lane_mask(); LANES as usize]);
+                assert_eq!(
+                    table.has_empty_lane(at),
+                    entries.contains(&0),
+                    "width {width}, round {round}, {entries:x?}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn anchors_agree_flags_exactly_the_lanes_with_the_anchor() {
