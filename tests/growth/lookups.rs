@@ -427,23 +427,7 @@ fn stable_items_are_found_and_counted_while_kicks_move_them_near_the_doubling_lo
                     })
                 })
                 .collect();
-            let readers: Vec<_> = (0..2usize)
-                .map(|r| {
-                    let (filter, stop, barrier, at) = (&filter, &stop, &barrier, &at);
-                    let stable = &stable;
-                    s.spawn(move || {
-                        barrier.wait();
-                        read_stable_items(filter, stable, run, &format!("{at}: reader {r}"));
-                        stop.store(true, Ordering::Relaxed);
-                    })
-                })
-                .collect();
-            for r in readers {
-                if let Err(e) = r.join() {
-                    stop.store(true, Ordering::Relaxed);
-                    std::panic::resume_unwind(e);
-                }
-            }
+            run_stable_readers(s, &filter, &stable, run, &at, &stop, &barrier);
             writers.into_iter().map(|w| w.join().unwrap()).sum::<u64>()
         });
         println!(
@@ -454,6 +438,34 @@ fn stable_items_are_found_and_counted_while_kicks_move_them_near_the_doubling_lo
         assert_eq!(filter.len(), stable.values().sum::<usize>(), "{at}");
         for (key, &copies) in &stable {
             assert!(filter.count(key) >= copies, "{at}");
+        }
+    }
+}
+
+/// Two readers of `stable` for `run` (`read_stable_items`), each starting at `barrier` and
+/// setting `stop` when done, joined here; a reader's panic stops the writers and is raised.
+fn run_stable_readers<'scope, 'env>(
+    s: &'scope std::thread::Scope<'scope, 'env>,
+    filter: &'env CuckooFilter,
+    stable: &'env BTreeMap<u64, usize>,
+    run: Duration,
+    at: &'env str,
+    stop: &'env AtomicBool,
+    barrier: &'env Barrier,
+) {
+    let readers: Vec<_> = (0..2usize)
+        .map(|r| {
+            s.spawn(move || {
+                barrier.wait();
+                read_stable_items(filter, stable, run, &format!("{at}: reader {r}"));
+                stop.store(true, Ordering::Relaxed);
+            })
+        })
+        .collect();
+    for r in readers {
+        if let Err(e) = r.join() {
+            stop.store(true, Ordering::Relaxed);
+            std::panic::resume_unwind(e);
         }
     }
 }
@@ -505,23 +517,7 @@ fn stable_items_are_found_and_counted_while_tiny_tables_double_under_readers() {
                     }
                 })
             };
-            let readers: Vec<_> = (0..2usize)
-                .map(|r| {
-                    let (filter, stop, barrier, at) = (&filter, &stop, &barrier, &at);
-                    let stable = &stable;
-                    s.spawn(move || {
-                        barrier.wait();
-                        read_stable_items(filter, stable, run, &format!("{at}: reader {r}"));
-                        stop.store(true, Ordering::Relaxed);
-                    })
-                })
-                .collect();
-            for r in readers {
-                if let Err(e) = r.join() {
-                    stop.store(true, Ordering::Relaxed);
-                    std::panic::resume_unwind(e);
-                }
-            }
+            run_stable_readers(s, &filter, &stable, run, &at, &stop, &barrier);
             writer.join().unwrap();
         });
         println!("{at}: {} doublings", filter.doublings());
