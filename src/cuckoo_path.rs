@@ -106,6 +106,10 @@ struct Node<B> {
 
 const ROOT: u32 = u32::MAX;
 
+/// First-level nodes a search keeps from its scan (two roots of up to eight lanes); a search
+/// with more visits the first level again.
+const FIRST_LEVEL: usize = 16;
+
 /// Nodes a search allocates room for before it grows: most searches end within two levels of
 /// the roots (2 + 8 + 32 nodes with four lanes), and an allocation this small stays in the
 /// allocator's per-thread cache, where the 256 nodes allocated before cost an insert near full
@@ -136,8 +140,9 @@ impl<B> Deref for Path<B> {
 
 /// Searches, breadth first from buckets `a` and `b`, for the shortest path of moves that frees
 /// a lane in `a` or `b`. Returns the hops in execution order (the one into the free lane
-/// first); an empty path when `a` or `b` already has room; `None` when nothing was found
-/// within `limits`.
+/// first); an empty path when `a` or `b` already has room, unless a move of an entry of theirs
+/// scanned before the empty lane frees one first; `None` when nothing was found within
+/// `limits`.
 #[inline(always)]
 pub(crate) fn find_path<P: PathSpace>(
     space: &P,
@@ -145,18 +150,27 @@ pub(crate) fn find_path<P: PathSpace>(
     b: P::Bucket,
     limits: SearchLimits,
 ) -> Option<Path<P::Bucket>> {
-    // The roots and their first level, in the order the search below visits them, without
-    // allocating: most searches end there. (The node limit cannot stop a search this close
-    // to its roots in any table's limits but the loom models'; a path found here is valid
-    // under any limit.)
+    // The roots and their first level, without allocating: most searches end there. Each
+    // root's lanes are scanned and each alternate tested as it is found, so a move may be
+    // found before a root's own room (writers search only after finding both buckets full,
+    // so one of them has room again only under a race). (The node limit cannot stop a
+    // search this close to its roots in any table's limits but the loom models'; a path
+    // found here is valid under any limit.) The first level is kept, so that a deeper search
+    // goes on from it instead of reading it again.
+    let roots: &[P::Bucket] = if a == b { &[a] } else { &[a, b] };
+    let mut level: [Option<Node<P::Bucket>>; FIRST_LEVEL] = [None; FIRST_LEVEL];
+    let mut kept = 0;
     if limits.depth >= 1 {
-        for root in [a, b] {
+        for (r, &root) in roots.iter().enumerate() {
             let found = space.visit_lanes(root, |position, entry| {
                 if entry == 0 {
                     return ControlFlow::Break(Path::Empty);
                 }
                 let (to, moved) = space.alternate(root, entry);
-                if to != root && space.has_room(to) {
+                if to == root {
+                    return ControlFlow::Continue(());
+                }
+                if space.has_room(to) {
                     return ControlFlow::Break(Path::One(Hop {
                         from: root,
                         position,
@@ -165,6 +179,17 @@ pub(crate) fn find_path<P: PathSpace>(
                         moved,
                     }));
                 }
+                debug_assert!(entry <= u64::from(u32::MAX), "entries are at most 32 bits");
+                if let Some(slot) = level.get_mut(kept) {
+                    *slot = Some(Node {
+                        bucket: to,
+                        parent: r as u32,
+                        entry: entry as u32,
+                        position: position as u8,
+                        depth: 1,
+                    });
+                }
+                kept += 1;
                 ControlFlow::Continue(())
             });
             if let ControlFlow::Break(path) = found {
@@ -174,13 +199,7 @@ pub(crate) fn find_path<P: PathSpace>(
     }
     let mut nodes: Vec<Node<P::Bucket>> =
         Vec::with_capacity((limits.nodes as usize).min(SEARCH_START));
-    for root in [a, b] {
-        if nodes.first().is_some_and(|n| n.bucket == root) {
-            continue;
-        }
-        if space.has_room(root) {
-            return Some(Path::Empty);
-        }
+    for &root in roots {
         nodes.push(Node {
             bucket: root,
             parent: ROOT,
@@ -190,6 +209,18 @@ pub(crate) fn find_path<P: PathSpace>(
         });
     }
     let mut next = 0;
+    if limits.depth >= 1 && kept <= FIRST_LEVEL {
+        // The search below would visit the roots (full, as the scan saw them) and add this
+        // level, none with room, up to the node limit. (With more than `FIRST_LEVEL` nodes in
+        // it, the search reads the first level again, from the roots.)
+        if nodes.len() + kept > limits.nodes as usize {
+            return None;
+        }
+        nodes.extend(level.into_iter().flatten());
+        next = roots.len();
+    } else if roots.iter().any(|&root| space.has_room(root)) {
+        return Some(Path::Empty);
+    }
     while next < nodes.len() {
         let node = nodes[next];
         if u32::from(node.depth) < limits.depth {
@@ -262,5 +293,191 @@ fn on_path<B: Copy + Eq>(nodes: &[Node<B>], mut at: usize, bucket: B) -> bool {
             return false;
         }
         at = nodes[at].parent as usize;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::collections::VecDeque;
+
+    use super::*;
+    use crate::test_rng::SplitMix;
+
+    /// A toy table: entry `id` (nonzero) lives in one of the two buckets `homes[id]`.
+    struct Toy {
+        lanes: RefCell<Vec<Vec<u64>>>,
+        homes: Vec<[u32; 2]>,
+    }
+
+    impl PathSpace for Toy {
+        type Bucket = u32;
+
+        fn visit_lanes<R>(
+            &self,
+            bucket: u32,
+            mut visit: impl FnMut(u32, u64) -> ControlFlow<R>,
+        ) -> ControlFlow<R> {
+            let lanes = self.lanes.borrow()[bucket as usize].clone();
+            for (position, entry) in lanes.into_iter().enumerate() {
+                visit(position as u32, entry)?;
+            }
+            ControlFlow::Continue(())
+        }
+
+        fn alternate(&self, bucket: u32, entry: u64) -> (u32, u64) {
+            let [one, two] = self.homes[entry as usize];
+            (if bucket == one { two } else { one }, entry)
+        }
+
+        fn move_entry(&self, hop: &Hop<u32>) -> bool {
+            let mut lanes = self.lanes.borrow_mut();
+            if lanes[hop.from as usize][hop.position as usize] != hop.entry {
+                return false;
+            }
+            let Some(free) = lanes[hop.to as usize].iter().position(|&e| e == 0) else {
+                return false;
+            };
+            lanes[hop.to as usize][free] = hop.moved;
+            lanes[hop.from as usize][hop.position as usize] = 0;
+            true
+        }
+    }
+
+    /// A toy of `buckets` buckets of `lanes` lanes, filled to all but `empty` lanes, each
+    /// entry's two buckets drawn at random (sometimes the same bucket twice).
+    fn toy(rng: &mut SplitMix, buckets: u32, lanes: usize, empty: usize) -> Toy {
+        let total = buckets as usize * lanes;
+        let mut table = vec![vec![0u64; lanes]; buckets as usize];
+        let mut homes = vec![[0, 0]];
+        let mut slots: Vec<usize> = (0..total).collect();
+        for i in (1..total).rev() {
+            slots.swap(i, (rng.next() % (i as u64 + 1)) as usize);
+        }
+        for &slot in &slots[..total - empty.min(total)] {
+            let bucket = (slot / lanes) as u32;
+            let other = if rng.next().is_multiple_of(16) {
+                bucket
+            } else {
+                (rng.next() % u64::from(buckets)) as u32
+            };
+            table[slot / lanes][slot % lanes] = homes.len() as u64;
+            homes.push(if rng.next().is_multiple_of(2) {
+                [bucket, other]
+            } else {
+                [other, bucket]
+            });
+        }
+        Toy {
+            lanes: RefCell::new(table),
+            homes,
+        }
+    }
+
+    /// The fewest moves that free a lane in `a` or `b` (a breadth-first search over buckets).
+    fn fewest_moves(toy: &Toy, a: u32, b: u32) -> Option<u32> {
+        let lanes = toy.lanes.borrow();
+        let mut distance = vec![u32::MAX; lanes.len()];
+        let mut queue = VecDeque::new();
+        for root in [a, b] {
+            distance[root as usize] = 0;
+            queue.push_back(root);
+        }
+        while let Some(bucket) = queue.pop_front() {
+            if lanes[bucket as usize].contains(&0) {
+                return Some(distance[bucket as usize]);
+            }
+            for &entry in &lanes[bucket as usize] {
+                let (to, _) = toy.alternate(bucket, entry);
+                if distance[to as usize] == u32::MAX {
+                    distance[to as usize] = distance[bucket as usize] + 1;
+                    queue.push_back(to);
+                }
+            }
+        }
+        None
+    }
+
+    /// Paths found with no node limit are shortest, and moving along them frees a lane in
+    /// one of the two buckets; within a depth limit, nothing is found only when every path is
+    /// longer. Buckets of four and of nine lanes (more than the first level a search keeps).
+    #[test]
+    fn paths_are_shortest_and_free_a_lane_of_either_bucket() {
+        let mut rng = SplitMix(0x0005_eed0_f9a7);
+        let mut lengths = [0u32; 6];
+        for round in 0..4_000 {
+            let lanes = if round % 4 == 0 { 9 } else { 4 };
+            let buckets = 2 + (rng.next() % 60) as u32;
+            let empty = (rng.next() % 4) as usize;
+            let toy = toy(&mut rng, buckets, lanes, empty);
+            let a = (rng.next() % u64::from(buckets)) as u32;
+            let b = if rng.next().is_multiple_of(8) {
+                a
+            } else {
+                (rng.next() % u64::from(buckets)) as u32
+            };
+            let depth = 1 + (rng.next() % 5) as u32;
+            let limits = SearchLimits {
+                nodes: u32::MAX,
+                depth,
+            };
+            let fewest = fewest_moves(&toy, a, b).filter(|&moves| moves <= depth);
+            let path = find_path(&toy, a, b, limits);
+            let at = format!("round {round}, a {a}, b {b}, depth {depth}");
+            let length = path.as_ref().map(|p| p.len() as u32);
+            // Room in a root may come second to a move found before it (see `find_path`).
+            assert!(
+                length == fewest || (fewest == Some(0) && length == Some(1)),
+                "{at}: {length:?} moves, {fewest:?} needed"
+            );
+            if let Some(path) = path {
+                lengths[path.len().min(5)] += 1;
+                assert!(execute_path(&toy, &path), "{at}");
+                let lanes = toy.lanes.borrow();
+                assert!(
+                    lanes[a as usize].contains(&0) || lanes[b as usize].contains(&0),
+                    "{at}"
+                );
+            }
+        }
+        // Every length occurs, so the first level's scan and the deeper search are both run.
+        assert!(lengths[..4].iter().all(|&n| n > 20), "{lengths:?}");
+    }
+
+    /// A node limit stops the search: it then finds nothing, or a path no longer than the
+    /// depth limit that frees a lane; never more nodes than the limit, counted from the roots.
+    #[test]
+    fn a_node_limit_stops_the_search_without_a_wrong_path() {
+        let mut rng = SplitMix(0x0001_1417);
+        let (mut found, mut stopped) = (0, 0);
+        for round in 0..4_000 {
+            let buckets = 4 + (rng.next() % 40) as u32;
+            let toy = toy(&mut rng, buckets, 4, 1);
+            let (a, b) = (
+                (rng.next() % u64::from(buckets)) as u32,
+                (rng.next() % u64::from(buckets)) as u32,
+            );
+            let nodes = 1 + (rng.next() % 24) as u32;
+            let limits = SearchLimits { nodes, depth: 8 };
+            let at = format!("round {round}, nodes {nodes}");
+            match find_path(&toy, a, b, limits) {
+                Some(path) => {
+                    found += 1;
+                    // A path of n hops needs its n + 1 buckets, a root among them.
+                    assert!((path.len() as u32) < nodes.max(2), "{at}");
+                    assert!(execute_path(&toy, &path), "{at}");
+                }
+                None => {
+                    stopped += 1;
+                    // With no limit, a path would have been found unless none exists.
+                    let free = fewest_moves(&toy, a, b);
+                    assert!(free.is_none_or(|moves| moves > 0), "{at}");
+                }
+            }
+        }
+        assert!(
+            found > 100 && stopped > 100,
+            "{found} found, {stopped} stopped"
+        );
     }
 }
