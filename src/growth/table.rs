@@ -627,6 +627,68 @@ mod tests {
         }
     }
 
+    /// The narrow split (both halves packed in one word each) leaves exactly what the wide
+    /// split (lane by lane) leaves, on a copy of the same table, for every narrow width, at
+    /// every bucket of two segments (buckets that straddle words, the last bucket), with
+    /// exhausted entries, empty lanes and full buckets common; the buckets around are kept.
+    #[test]
+    fn a_narrow_split_leaves_what_the_wide_split_leaves() {
+        let mut x = 0x5eed_0f5b_1175_u64;
+        for width in ANCHOR_BITS + 2..=16 {
+            for base in [1u64, 3, 5, 7, 17] {
+                let table = Table::new(base, width, false).unwrap();
+                table.add_segment(1).unwrap();
+                table.add_segment(2).unwrap();
+                let all = table.buckets(2);
+                for round in 0..40 {
+                    // Fill every bucket: lanes empty, exhausted (field 1), or random.
+                    for bucket in 0..all {
+                        let mut entries = [0u64; LANES as usize];
+                        for entry in entries.iter_mut() {
+                            x = super::super::keys::mix(x.wrapping_add(0x9e37_79b9));
+                            let anchor = x & ((1 << ANCHOR_BITS) - 1);
+                            let field = (x >> 8) & ((1 << (width - ANCHOR_BITS)) - 1);
+                            *entry = match (x >> 40) % 5 {
+                                0 => 0,
+                                1 => (1 << ANCHOR_BITS) | anchor,
+                                2 => {
+                                    // A short field: a marker low, a tail of one or two bits.
+                                    let short = if width - ANCHOR_BITS >= 3 {
+                                        (x >> 50) & 3 | 4
+                                    } else {
+                                        (x >> 50) & 1 | 2
+                                    };
+                                    (short << ANCHOR_BITS) | anchor
+                                }
+                                _ => ((field.max(1)) << ANCHOR_BITS) | anchor,
+                            };
+                        }
+                        table.set_entries(pos(&table, bucket), entries);
+                    }
+                    // One old bucket of the table after one doubling, split into segment 2.
+                    let old_buckets = table.buckets(1);
+                    let old = pos(&table, (round * 7 + u64::from(width)) % old_buckets);
+                    let copy = table.copy();
+                    let narrow = table.split(old, 1);
+                    let upper = Pos {
+                        home: old.home,
+                        high: old.high + 2,
+                    };
+                    let wide = copy.split_wide(old, upper);
+                    assert_eq!(narrow, wide, "width {width}, base {base}, {old:?}");
+                    for bucket in 0..all {
+                        let at = pos(&table, bucket);
+                        assert_eq!(
+                            table.entries(at),
+                            copy.entries(at),
+                            "width {width}, base {base}, split {old:?}, bucket {bucket}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_split_moves_each_entry_by_its_lowest_tail_bit() {
         let width = 12;
