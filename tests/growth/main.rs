@@ -20,3 +20,4 @@ mod lookup_stress;
 mod lookups;
 mod remove;
 mod shrink;
+mod split_runs;
