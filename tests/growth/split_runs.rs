@@ -9,15 +9,22 @@
 //! Each test runs for a bounded time and prints its seed.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 
 use atomic_cuckoo::{CuckooFilter, InsertError};
 
-use crate::common::{assert_multiset_found, growable as grown, seed, seed_or, Rng};
+use crate::common::{assert_multiset_found, growable_planned, seed, seed_or, Rng};
 
-/// Target rates from the coarsest (7-bit lanes) to the finest (wide lanes, over 16 bits).
+/// Target rates from the coarsest (13-bit lanes) to the finest (wide lanes, over 16 bits).
 const RATES: [f64; 9] = [0.5, 0.3, 0.1, 0.03, 0.01, 1e-3, 1e-4, 1e-5, 1e-7];
+
+/// A growable filter of `capacity` at `rate`: with `narrowest`, its lanes planned for no
+/// doubling (`expected_items(capacity)`: 13-bit lanes at coarse rates, entries exhausted
+/// after eight doublings), else for the default growth (lanes of 15 bits and more).
+fn filter(capacity: usize, rate: f64, narrowest: bool) -> CuckooFilter {
+    growable_planned(capacity, rate, narrowest.then_some(capacity))
+}
 
 /// The first table's bucket count.
 fn base_of(f: &CuckooFilter) -> u64 {
@@ -51,10 +58,10 @@ fn insert(f: &CuckooFilter, model: &mut BTreeMap<u64, usize>, x: u64, at: &str) 
 /// Grows a filter of `capacity` at `rate` through `doublings` doublings with fresh items,
 /// checking every item (found, counted, `len` exact) a few times within every doubling,
 /// including right after it begins and right after it finishes.
-fn grow_checking(capacity: usize, rate: f64, doublings: u32, rng: &mut Rng) {
-    let f = grown(capacity, rate);
+fn grow_checking(capacity: usize, rate: f64, narrowest: bool, doublings: u32, rng: &mut Rng) {
+    let f = filter(capacity, rate, narrowest);
     let at = format!(
-        "capacity {capacity}, rate {rate}, base {}, lane {} bits",
+        "capacity {capacity}, rate {rate}, narrowest {narrowest}, base {}, lane {} bits",
         base_of(&f),
         f.fingerprint_bits() + 1
     );
@@ -99,22 +106,22 @@ fn small_bases_keep_every_item_through_runs_of_splits() {
     let mut rng = Rng::new(seed);
     for capacity in 1..=200 {
         let doublings = if capacity < 40 { 7 } else { 5 };
-        for shift in [0, 4] {
+        for (shift, narrowest) in [(0, true), (4, false)] {
             let rate = RATES[(capacity + shift) % RATES.len()];
-            grow_checking(capacity, rate, doublings, &mut rng);
+            grow_checking(capacity, rate, narrowest, doublings, &mut rng);
         }
     }
 }
 
-/// The coarsest lanes (an entry exhausted after a doubling or two) through many doublings,
+/// The coarsest lanes (an entry exhausted after eight doublings) through eleven doublings,
 /// where most entries are copied into both halves by every split.
 #[test]
 fn exhausted_entries_survive_many_doublings_of_tiny_tables() {
     let seed = seed("exhausted_entries_survive_many_doublings_of_tiny_tables");
     let mut rng = Rng::new(seed);
     for capacity in [1, 2, 3, 5, 7, 9, 13, 17, 31] {
-        for rate in [0.5, 0.3] {
-            grow_checking(capacity, rate, 11, &mut rng);
+        for rate in [0.5, 0.3, 0.1] {
+            grow_checking(capacity, rate, true, 11, &mut rng);
         }
     }
 }
@@ -127,8 +134,12 @@ fn multiset_copies_survive_runs_of_splits() {
     let mut rng = Rng::new(seed);
     for (i, &rate) in RATES.iter().enumerate() {
         for capacity in [1usize, 6, 19, 37, 100] {
-            let f = grown(capacity, rate);
-            let at = format!("capacity {capacity}, rate {rate}, base {}", base_of(&f));
+            let narrowest = capacity % 2 == 1;
+            let f = filter(capacity, rate, narrowest);
+            let at = format!(
+                "capacity {capacity}, rate {rate}, narrowest {narrowest}, base {}",
+                base_of(&f)
+            );
             let hot: Vec<u64> = (0..4).map(|_| rng.next_u64()).collect();
             let mut model = BTreeMap::new();
             let target = 6 + (i as u32 % 3);
@@ -177,8 +188,12 @@ fn mid_doubling_snapshots_round_trip_and_finish_their_doubling() {
     let mut rng = Rng::new(seed);
     for (i, &rate) in RATES.iter().enumerate() {
         for capacity in [1usize, 3, 10, 23, 50, 77, 130] {
-            let f = grown(capacity, rate);
-            let at = format!("capacity {capacity}, rate {rate}, base {}", base_of(&f));
+            let narrowest = (capacity + i) % 2 == 1;
+            let f = filter(capacity, rate, narrowest);
+            let at = format!(
+                "capacity {capacity}, rate {rate}, narrowest {narrowest}, base {}",
+                base_of(&f)
+            );
             let mut model = BTreeMap::new();
             let target = 3 + (i as u32 + capacity as u32) % 3;
             let mut snapshots = 0;
@@ -261,9 +276,10 @@ fn threads_on_tiny_tables_lose_nothing_through_runs_of_splits() {
     for (round, &rate) in RATES.iter().enumerate() {
         for capacity in [1usize, 5, 17] {
             let threads = 2 + (round + capacity) % 3;
-            let f = Arc::new(grown(capacity, rate));
+            let narrowest = capacity != 5;
+            let f = Arc::new(filter(capacity, rate, narrowest));
             let at = format!(
-                "capacity {capacity}, rate {rate}, base {}, {threads} threads",
+                "capacity {capacity}, rate {rate}, narrowest {narrowest}, base {}, {threads} threads",
                 base_of(&f)
             );
             let barrier = Arc::new(Barrier::new(threads));
@@ -275,6 +291,8 @@ fn threads_on_tiny_tables_lose_nothing_through_runs_of_splits() {
                     std::thread::spawn(move || {
                         let mut rng = Rng::new(seed ^ (round as u64) << 40 ^ (capacity as u64) << 20 ^ t as u64);
                         let mut mine: BTreeMap<u64, usize> = BTreeMap::new();
+                        // One entry per copy held, to pick removes and checks from.
+                        let mut copies: Vec<u64> = Vec::new();
                         let hot = rng.next_u64();
                         barrier.wait();
                         for op in 0..ops {
@@ -283,16 +301,14 @@ fn threads_on_tiny_tables_lose_nothing_through_runs_of_splits() {
                             }
                             let who = format!("{at}, thread {t}, op {op}");
                             match rng.below(20) {
-                                0..=9 => {
-                                    let x = rng.next_u64();
-                                    insert(&f, &mut mine, x, &who);
+                                0..=11 => {
+                                    let x = if rng.below(6) == 0 { hot } else { rng.next_u64() };
+                                    if insert(&f, &mut mine, x, &who) {
+                                        copies.push(x);
+                                    }
                                 }
-                                10 | 11 => {
-                                    insert(&f, &mut mine, hot, &who);
-                                }
-                                12..=15 if !mine.is_empty() => {
-                                    let i = rng.below(mine.len() as u64) as usize;
-                                    let x = *mine.keys().nth(i).unwrap();
+                                12..=15 if !copies.is_empty() => {
+                                    let x = copies.swap_remove(rng.below(copies.len() as u64) as usize);
                                     if !f.remove(&x) {
                                         stop.store(true, Ordering::Relaxed);
                                         panic!("{who}: remove of held {x:#x} failed");
@@ -303,7 +319,7 @@ fn threads_on_tiny_tables_lose_nothing_through_runs_of_splits() {
                                         mine.remove(&x);
                                     }
                                 }
-                                16 if t == 0 && op % 64 == 0 => {
+                                16 if t == 0 && op % 8 == 0 => {
                                     // A snapshot mid-run holds every item this thread holds.
                                     let bytes = f.to_bytes();
                                     let copy = CuckooFilter::from_bytes(&bytes)
@@ -312,16 +328,13 @@ fn threads_on_tiny_tables_lose_nothing_through_runs_of_splits() {
                                         assert!(copy.contains(&x), "{who}: snapshot lost {x:#x}");
                                     }
                                 }
-                                17 if t == 1 && op % 128 == 0 => f.finish_doubling(),
+                                17 if t == 1 && op % 16 == 0 => f.finish_doubling(),
                                 _ => {}
                             }
-                            // Every item held is found after each operation (a sample when
-                            // many are held).
-                            let n = mine.len();
-                            for (j, (&x, &c)) in mine.iter().enumerate() {
-                                if n > 64 && (j + op) % 8 != 0 {
-                                    continue;
-                                }
+                            // Items held are found after each operation: 16 drawn at random,
+                            // and every one of them every 256 ops.
+                            let check = |x: u64| {
+                                let c = mine[&x];
                                 if !f.contains(&x) || f.count(&x) < c {
                                     stop.store(true, Ordering::Relaxed);
                                     panic!(
@@ -331,6 +344,13 @@ fn threads_on_tiny_tables_lose_nothing_through_runs_of_splits() {
                                         f.doublings(),
                                         f.is_doubling()
                                     );
+                                }
+                            };
+                            if op % 256 == 0 {
+                                mine.keys().for_each(|&x| check(x));
+                            } else if !copies.is_empty() {
+                                for _ in 0..16 {
+                                    check(copies[rng.below(copies.len() as u64) as usize]);
                                 }
                             }
                         }
@@ -358,5 +378,222 @@ fn threads_on_tiny_tables_lose_nothing_through_runs_of_splits() {
             assert_eq!(f.len(), 0, "{at}: len after removing everything");
             assert!(f.doublings() > 0, "{at}: never doubled");
         }
+    }
+}
+
+/// The rates above reach the coarsest lane a filter gets (13 bits), narrow tables (four lanes in a word) and
+/// wide ones (lanes over 16 bits), so the attacks cover both split and lookup paths.
+#[test]
+fn the_attack_rates_cover_narrow_and_wide_lanes() {
+    let widths: Vec<u32> = RATES
+        .iter()
+        .flat_map(|&rate| [true, false].map(|narrowest| filter(10, rate, narrowest)))
+        .map(|f| f.fingerprint_bits() + 1)
+        .collect();
+    println!("lane widths by rate: {widths:?}");
+    // (Entries keep at least seven tail bits: 13-bit lanes are the narrowest a filter gets;
+    // narrower ones are attacked in the table's unit tests.)
+    assert!(widths.contains(&13), "{widths:?}");
+    assert!(widths.iter().any(|&w| (8..=16).contains(&w)), "{widths:?}");
+    assert!(widths.iter().any(|&w| w > 16), "{widths:?}");
+}
+
+/// Threads race `insert_unique` over the same keys on tiny tables of wide lanes (so that two
+/// keys colliding is negligible) that double many times under them: each key is added once.
+#[test]
+fn racing_insert_unique_on_tiny_tables_adds_each_key_once() {
+    let seed = seed("racing_insert_unique_on_tiny_tables_adds_each_key_once");
+    let n = if cfg!(debug_assertions) {
+        3_000
+    } else {
+        20_000
+    };
+    for (i, capacity) in [1usize, 2, 3, 7, 13, 33].into_iter().enumerate() {
+        let keys = crate::common::distinct_keys(seed ^ i as u64, n);
+        let f = filter(capacity, 1e-7, i % 2 == 0);
+        crate::common::assert_racing_insert_unique_adds_each_key_once(&f, &keys, 2 + i % 3);
+        assert!(f.doublings() >= 5, "capacity {capacity}: few doublings");
+    }
+}
+
+/// Threads that only insert (one at a time and in batches) on tiny tables: afterwards every
+/// item is found and counted, and single inserts finish the doubling in progress within the
+/// old table's bucket count (runs given up by claimers that saw another doubling are left to
+/// the bitmap).
+#[test]
+fn inserting_threads_leave_doublings_that_inserts_finish() {
+    let seed = seed("inserting_threads_leave_doublings_that_inserts_finish");
+    let per_thread = if cfg!(debug_assertions) {
+        2_000
+    } else {
+        15_000
+    };
+    for (round, &rate) in RATES.iter().enumerate() {
+        for capacity in [1usize, 4, 11, 29] {
+            let threads = 2 + (round + capacity) % 3;
+            let narrowest = capacity % 2 == 1;
+            let f = filter(capacity, rate, narrowest);
+            let at = format!(
+                "capacity {capacity}, rate {rate}, narrowest {narrowest}, {threads} threads"
+            );
+            let barrier = Barrier::new(threads);
+            let models: Vec<BTreeMap<u64, usize>> = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..threads)
+                    .map(|t| {
+                        let (f, barrier, at) = (&f, &barrier, &at);
+                        s.spawn(move || {
+                            let mut rng =
+                                Rng::new(seed ^ ((round * 64 + capacity) as u64) << 8 ^ t as u64);
+                            let mut mine = BTreeMap::new();
+                            barrier.wait();
+                            let mut done = 0;
+                            while done < per_thread {
+                                if rng.below(4) == 0 {
+                                    let batch: Vec<u64> =
+                                        (0..rng.below(100) + 1).map(|_| rng.next_u64()).collect();
+                                    let added = match f.insert_many(&batch) {
+                                        Ok(()) => batch.len(),
+                                        Err(e)
+                                            if matches!(e.error, InsertError::ItemBucketsFull) =>
+                                        {
+                                            e.index
+                                        }
+                                        Err(e) => panic!("{at}: insert_many: {e:?}"),
+                                    };
+                                    for &x in &batch[..added] {
+                                        *mine.entry(x).or_default() += 1;
+                                    }
+                                    done += batch.len();
+                                } else {
+                                    let x = rng.next_u64();
+                                    insert(f, &mut mine, x, at);
+                                    done += 1;
+                                }
+                            }
+                            mine
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            let mut all = BTreeMap::new();
+            for m in models {
+                for (x, c) in m {
+                    *all.entry(x).or_default() += c;
+                }
+            }
+            check_model(&format!("{at}, joined"), &f, &all);
+            let mut rng = Rng::new(seed ^ 0xf1);
+            let old = old_buckets(&f);
+            let mut inserts = 0;
+            while f.is_doubling() {
+                insert(&f, &mut all, rng.next_u64(), &at);
+                inserts += 1;
+                assert!(
+                    inserts <= old + 1,
+                    "{at}: {inserts} inserts, doubling not finished"
+                );
+            }
+            check_model(&format!("{at}, finished"), &f, &all);
+        }
+    }
+}
+
+/// Snapshots taken while other threads insert and remove: each restores, holds every item
+/// that was held throughout the save, and inserts into the restored filter finish its
+/// doubling within the old table's bucket count.
+#[test]
+fn snapshots_under_writers_restore_and_finish_their_doubling() {
+    let seed = seed("snapshots_under_writers_restore_and_finish_their_doubling");
+    let snapshots = if cfg!(debug_assertions) { 60 } else { 300 };
+    for (round, &rate) in RATES.iter().enumerate() {
+        let capacity = [1usize, 9, 40][round % 3];
+        let narrowest = round % 2 == 0;
+        let f = filter(capacity, rate, narrowest);
+        let at = format!("capacity {capacity}, rate {rate}, narrowest {narrowest}");
+        let mut rng = Rng::new(seed ^ round as u64);
+        // Items held throughout: inserted before the writers start, never removed.
+        let mut stable = BTreeMap::new();
+        for _ in 0..200 {
+            insert(&f, &mut stable, rng.next_u64(), &at);
+        }
+        let (done, writer_done) = (AtomicBool::new(false), AtomicBool::new(false));
+        let (ops, allowed) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let (mut mid_doubling, mut i) = (0, 0);
+        std::thread::scope(|s| {
+            let writer = s.spawn(|| {
+                let mut rng = Rng::new(seed ^ 0xabc ^ round as u64);
+                let mut mine = Vec::new();
+                // Bounded: past 100,000 items of its own it stops (and so do the snapshots).
+                while !done.load(Ordering::Relaxed) && mine.len() < 100_000 {
+                    // Only the operations the saver allowed so far, to run alongside its save.
+                    if ops.load(Ordering::Relaxed) >= allowed.load(Ordering::Relaxed) {
+                        std::thread::yield_now();
+                        continue;
+                    }
+                    ops.fetch_add(1, Ordering::Relaxed);
+                    if rng.below(3) == 0 && !mine.is_empty() {
+                        let x = mine.swap_remove(rng.below(mine.len() as u64) as usize);
+                        assert!(f.remove(&x), "{at}: writer's remove of {x:#x}");
+                    } else {
+                        let x = rng.next_u64();
+                        if f.insert(&x).is_ok() {
+                            mine.push(x);
+                        }
+                    }
+                }
+                writer_done.store(true, Ordering::Relaxed);
+                mine
+            });
+            while mid_doubling < snapshots / 3
+                && i < snapshots * 20
+                && !writer_done.load(Ordering::Relaxed)
+            {
+                i += 1;
+                // A few more writer operations: half before this save, half alongside it (so
+                // that the table changes a little between saves, however threads are run).
+                let budget = rng.below(64) as usize + 2;
+                let half = allowed.fetch_add(budget, Ordering::Relaxed) + budget / 2;
+                while ops.load(Ordering::Relaxed) < half && !writer_done.load(Ordering::Relaxed) {
+                    std::thread::yield_now();
+                }
+                let bytes = f.to_bytes();
+                let copy = CuckooFilter::from_bytes(&bytes)
+                    .unwrap_or_else(|e| panic!("{at}, snapshot {i}: {e}"));
+                for &x in stable.keys() {
+                    assert!(copy.contains(&x), "{at}, snapshot {i}: lost {x:#x}");
+                }
+                if copy.is_doubling() {
+                    mid_doubling += 1;
+                    let old = old_buckets(&copy);
+                    let mut inserts = 0;
+                    while copy.is_doubling() {
+                        let _ = copy.insert(&rng.next_u64());
+                        inserts += 1;
+                        assert!(
+                            inserts <= old + 1,
+                            "{at}, snapshot {i}: {inserts} inserts, doubling not finished"
+                        );
+                    }
+                    for &x in stable.keys() {
+                        assert!(
+                            copy.contains(&x),
+                            "{at}, snapshot {i} finished: lost {x:#x}"
+                        );
+                    }
+                }
+            }
+            done.store(true, Ordering::Relaxed);
+            for x in writer.join().unwrap() {
+                *stable.entry(x).or_default() += 1;
+            }
+        });
+        println!(
+            "{at}: {mid_doubling} snapshots mid-doubling, {i} in all, {} doublings, {} writer ops",
+            f.doublings(),
+            ops.load(Ordering::Relaxed)
+        );
+        assert!(mid_doubling > 0, "{at}: no snapshot mid-doubling");
+        check_model(&format!("{at}, end"), &f, &stable);
     }
 }
