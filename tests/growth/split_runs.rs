@@ -597,3 +597,124 @@ fn snapshots_under_writers_restore_and_finish_their_doubling() {
         check_model(&format!("{at}, end"), &f, &stable);
     }
 }
+
+/// Every operation of a growable filter mixed at random on tiny tables, against a multiset
+/// model, checked after each: inserts one at a time, in batches and unique, removes, lookups,
+/// `finish_doubling`, saves and clones that replace the filter mid-doubling, `shrink_to_fit`
+/// and `clear`. Every held item is found and counted, `len` is exact, and every remove of a
+/// held copy succeeds.
+#[test]
+fn every_operation_mixed_mid_doubling_keeps_the_model() {
+    let seed = seed("every_operation_mixed_mid_doubling_keeps_the_model");
+    let mut rng = Rng::new(seed);
+    let steps = if cfg!(debug_assertions) {
+        1_500
+    } else {
+        10_000
+    };
+    for (round, &rate) in RATES.iter().enumerate() {
+        for capacity in [1usize, 3, 14, 45] {
+            let narrowest = (round + capacity) % 2 == 0;
+            let mut f = filter(capacity, rate, narrowest);
+            let at = format!("capacity {capacity}, rate {rate}, narrowest {narrowest}");
+            let mut model: BTreeMap<u64, usize> = BTreeMap::new();
+            let mut copies: Vec<u64> = Vec::new();
+            let (mut mid_doubling, mut replaced) = (0, 0);
+            for step in 0..steps {
+                let at = format!("{at}, step {step}, doublings {}", f.doublings());
+                mid_doubling += usize::from(f.is_doubling());
+                match rng.below(100) {
+                    0..=39 => {
+                        let x = rng.next_u64();
+                        if insert(&f, &mut model, x, &at) {
+                            copies.push(x);
+                        }
+                    }
+                    40..=44 if !copies.is_empty() => {
+                        // Another copy of a held item.
+                        let x = copies[rng.below(copies.len() as u64) as usize];
+                        if insert(&f, &mut model, x, &at) {
+                            copies.push(x);
+                        }
+                    }
+                    45..=54 => {
+                        let batch: Vec<u64> =
+                            (0..rng.below(40) + 1).map(|_| rng.next_u64()).collect();
+                        let added = match f.insert_many(&batch) {
+                            Ok(()) => batch.len(),
+                            Err(e) if matches!(e.error, InsertError::ItemBucketsFull) => e.index,
+                            Err(e) => panic!("{at}: insert_many: {e:?}"),
+                        };
+                        for &x in &batch[..added] {
+                            *model.entry(x).or_default() += 1;
+                            copies.push(x);
+                        }
+                    }
+                    55..=59 => {
+                        let x = if copies.is_empty() || rng.below(2) == 0 {
+                            rng.next_u64()
+                        } else {
+                            copies[rng.below(copies.len() as u64) as usize]
+                        };
+                        match f.insert_unique(&x) {
+                            Ok(true) => {
+                                *model.entry(x).or_default() += 1;
+                                copies.push(x);
+                            }
+                            Ok(false) => {}
+                            Err(InsertError::ItemBucketsFull) => {}
+                            Err(e) => panic!("{at}: insert_unique: {e:?}"),
+                        }
+                    }
+                    60..=79 if !copies.is_empty() => {
+                        let x = copies.swap_remove(rng.below(copies.len() as u64) as usize);
+                        assert!(f.remove(&x), "{at}: remove of held {x:#x}");
+                        let c = model.get_mut(&x).unwrap();
+                        *c -= 1;
+                        if *c == 0 {
+                            model.remove(&x);
+                        }
+                    }
+                    80..=84 => {
+                        let bytes = f.to_bytes();
+                        let was = f.is_doubling();
+                        f = CuckooFilter::from_bytes(&bytes)
+                            .unwrap_or_else(|e| panic!("{at}: restore: {e}"));
+                        assert_eq!(f.is_doubling(), was, "{at}: restored");
+                        replaced += usize::from(was);
+                    }
+                    85..=87 => {
+                        let was = f.is_doubling();
+                        f = f.clone();
+                        assert_eq!(f.is_doubling(), was, "{at}: cloned");
+                        replaced += usize::from(was);
+                    }
+                    88 => f.finish_doubling(),
+                    89 if rng.below(4) == 0 => {
+                        f.shrink_to_fit();
+                        assert!(!f.is_doubling(), "{at}: shrunk");
+                    }
+                    90 if rng.below(20) == 0 => {
+                        f.clear();
+                        model.clear();
+                        copies.clear();
+                        assert!(!f.is_doubling(), "{at}: cleared");
+                    }
+                    _ => {}
+                }
+                // Every held item, checked often while few are held.
+                if copies.len() < 200 || step % 16 == 0 {
+                    check_model(&at, &f, &model);
+                } else {
+                    assert_eq!(f.len(), copies.len(), "{at}: len");
+                    for _ in 0..8 {
+                        let x = copies[rng.below(copies.len() as u64) as usize];
+                        assert!(f.contains(&x), "{at}: held {x:#x} missed");
+                    }
+                }
+            }
+            check_model(&format!("{at}, end"), &f, &model);
+            println!("{at}: {mid_doubling} steps mid-doubling, {replaced} replaced mid-doubling");
+        }
+    }
+}
