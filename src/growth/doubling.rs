@@ -333,6 +333,8 @@ impl Doubling {
 mod tests {
     use std::hash::BuildHasher;
 
+    use super::SPLIT_RUN;
+    use crate::growth::keys::Pos;
     use crate::growth::{build, Doubling, PLANNED_DOUBLINGS};
     use crate::optimistic_read::Lookup;
     use crate::sync::Ordering;
@@ -380,6 +382,140 @@ mod tests {
             assert_eq!(filter.doublings(), 1);
             assert!((0..=key).all(|k| filter.lookup_hash(hash(k)) != Lookup::Absent));
         }
+    }
+
+    /// A filter of `capacity` (first table `base` buckets, not a multiple of sixteen for
+    /// most) in the middle of doubling `k`, some old buckets split by the inserts' touches.
+    fn mid_doubling(capacity: usize, rate: f64, k: u32) -> (Doubling, u64) {
+        let filter = build(capacity, rate, PLANNED_DOUBLINGS, false).unwrap();
+        let mut key = 0u64;
+        while filter.doublings() < k {
+            filter.insert(hash(key)).unwrap();
+            key += 1;
+        }
+        (filter, key)
+    }
+
+    fn old_pos(filter: &Doubling, index: u64) -> Pos {
+        let base = filter.table.base();
+        Pos {
+            home: index % base,
+            high: index / base,
+        }
+    }
+
+    /// Which old buckets of doubling `k` are not split yet.
+    fn unsplit(filter: &Doubling, k: u32) -> Vec<bool> {
+        (0..filter.table.buckets(k - 1))
+            .map(|i| filter.is_unsplit(k, old_pos(filter, i)))
+            .collect()
+    }
+
+    /// `split_run` from every old bucket, of every length that stays in the old table (runs
+    /// that cross a segment's start, or end at the old table's last bucket): it splits exactly
+    /// those buckets, counts exactly those it split, and loses no item.
+    #[test]
+    fn a_run_splits_exactly_its_buckets_from_any_start() {
+        let mut tested = 0;
+        for (capacity, rate) in [(5, 0.01), (37, 0.5), (70, 1e-6), (170, 0.01)] {
+            for k in 1..=4 {
+                let (filter, stored) = mid_doubling(capacity, rate, k);
+                if !filter.is_doubling() {
+                    continue;
+                }
+                tested += 1;
+                let old = filter.table.buckets(k - 1);
+                let before = unsplit(&filter, k);
+                let left = filter.left.load(Ordering::Relaxed);
+                for start in 0..old {
+                    for n in 1..=(old - start).min(2 * SPLIT_RUN) {
+                        let copy = filter.deep_copy();
+                        copy.split_run(old_pos(&copy, start), n, k);
+                        let after = unsplit(&copy, k);
+                        let run = start..start + n;
+                        let split = run.clone().filter(|&i| before[i as usize]).count() as u64;
+                        for i in 0..old {
+                            let expected = before[i as usize] && !run.contains(&i);
+                            assert_eq!(
+                                after[i as usize], expected,
+                                "capacity {capacity}, k {k}, run {run:?}: bucket {i}"
+                            );
+                        }
+                        assert_eq!(
+                            copy.left.load(Ordering::Relaxed),
+                            left - split,
+                            "capacity {capacity}, k {k}, run {run:?}"
+                        );
+                        assert_eq!(copy.is_doubling(), left > split);
+                        assert!(
+                            (0..stored).all(|key| copy.lookup_hash(hash(key)) != Lookup::Absent),
+                            "capacity {capacity}, k {k}, run {run:?}: an item lost"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(tested >= 8, "only {tested} doublings caught in progress");
+    }
+
+    /// `split_next` from any next bucket (a restored filter's need not start a run), of any
+    /// count: it splits exactly the runs of sixteen whose first bucket it claimed, each to the
+    /// old table's end at most, or, every bucket handed out, `count` buckets from the bitmap.
+    #[test]
+    fn claims_split_exactly_the_runs_they_begin() {
+        let mut tested = 0;
+        for (capacity, rate) in [(5, 0.01), (37, 0.5), (170, 0.01)] {
+            for k in 1..=4 {
+                let (filter, _) = mid_doubling(capacity, rate, k);
+                if !filter.is_doubling() {
+                    continue;
+                }
+                tested += 1;
+                let old = filter.table.buckets(k - 1);
+                let before = unsplit(&filter, k);
+                for next in 0..old + 3 {
+                    for count in [1, 2, 3, 15, 16, 17, 40] {
+                        let copy = filter.deep_copy();
+                        copy.next.store(next, Ordering::Relaxed);
+                        copy.split_next(count);
+                        let after = unsplit(&copy, k);
+                        let expected: Vec<bool> = if next >= old {
+                            // The lowest `count` unsplit buckets, from the bitmap.
+                            let mut left = count;
+                            before
+                                .iter()
+                                .map(|&b| {
+                                    if b && left > 0 {
+                                        left -= 1;
+                                        false
+                                    } else {
+                                        b
+                                    }
+                                })
+                                .collect()
+                        } else {
+                            (0..old)
+                                .map(|i| {
+                                    let run = i / SPLIT_RUN * SPLIT_RUN;
+                                    let claimed = run >= next && run < next + count;
+                                    before[i as usize] && !claimed
+                                })
+                                .collect()
+                        };
+                        assert_eq!(
+                            after, expected,
+                            "capacity {capacity}, k {k}, next {next}, count {count}"
+                        );
+                        assert_eq!(
+                            copy.next.load(Ordering::Relaxed),
+                            next + count,
+                            "capacity {capacity}, k {k}, next {next}, count {count}"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(tested >= 6, "only {tested} doublings caught in progress");
     }
 
     #[test]
