@@ -703,7 +703,7 @@ fn every_operation_mixed_mid_doubling_keeps_the_model() {
                     _ => {}
                 }
                 // Every held item, checked often while few are held.
-                if copies.len() < 200 || step % 16 == 0 {
+                if copies.len() < 200 || step % 64 == 0 {
                     check_model(&at, &f, &model);
                 } else {
                     assert_eq!(f.len(), copies.len(), "{at}: len");
