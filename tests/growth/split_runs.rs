@@ -2,9 +2,9 @@
 //! insert, grouped by their pair of stripes), the narrow split packed in registers, the
 //! four-anchor test of lookups and the path search's empty-lane test: first tables whose
 //! bucket count is not a multiple of sixteen (runs that cross a segment boundary or end at the
-//! old table's last bucket), every lane width, exhausted entries, multisets, snapshots and
-//! copies taken mid-doubling (restored with a next bucket that starts no run), and threads on
-//! tiny tables.
+//! old table's last bucket), the lane widths a filter gets (13 to 31 bits: narrower ones only
+//! in the table's unit tests), exhausted entries, multisets, snapshots and copies taken
+//! mid-doubling (restored with a next bucket that starts no run), and threads on tiny tables.
 //!
 //! Each test runs for a bounded time and prints its seed.
 
