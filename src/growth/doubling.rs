@@ -20,9 +20,11 @@ use crate::freeze;
 use crate::sync::Ordering;
 use crate::table::BucketWords;
 
-/// Old buckets handed out to one insert to split, at most: those whose upper halves form one
-/// stripe group (`Table::stripe_key`), so that most runs need one lock of one pair of stripes.
-const SPLIT_RUN: u64 = 16;
+/// Old buckets in a run: inserts claim old buckets a few at a time (`SPLITS_PER_INSERT`), and
+/// a claim splits what is left of each run it reaches. Sixteen are the old buckets whose upper
+/// halves form one stripe group (`Table::stripe_key`), so most runs take one lock of one pair
+/// of stripes.
+pub(super) const SPLIT_RUN: u64 = 16;
 
 /// The bucket of doubling `k` that old bucket `old` splits into besides itself.
 fn upper_half(old: Pos, k: u32) -> Pos {
@@ -255,19 +257,37 @@ impl Doubling {
             self.split_from_bitmap(k, count);
             return;
         }
-        // The claimer of a run's first index splits the run: the buckets of a stripe group
-        // under one lock of their stripes, not one lock per bucket.
+        // A claim splits the runs it reaches (the buckets of a stripe group under one lock of
+        // their stripes, not one lock per bucket): the claimer of a run's first index splits
+        // it, and a claim that starts inside a run (the first after a restore, which saves
+        // the first bucket not split) splits what is left of it.
         let base = self.table.base();
         let end = (first + count).min(old_buckets);
-        let mut run = first.next_multiple_of(SPLIT_RUN);
+        let mut run = first / SPLIT_RUN * SPLIT_RUN;
         while run < end {
-            let first_old = Pos {
-                home: run % base,
-                high: run / base,
-            };
-            self.split_run(first_old, SPLIT_RUN.min(old_buckets - run), k);
+            let n = SPLIT_RUN.min(old_buckets - run);
+            if self.any_unsplit(k, run, n) {
+                let first_old = Pos {
+                    home: run % base,
+                    high: run / base,
+                };
+                self.split_run(first_old, n, k);
+            }
             run += SPLIT_RUN;
         }
+    }
+
+    /// Whether any of the `n` old buckets of doubling `k` from index `first` on is not split
+    /// yet (a hint: each split is decided under its stripes), from one word of the bitmap
+    /// (`first` a multiple of `SPLIT_RUN`, which divides 64).
+    fn any_unsplit(&self, k: u32, first: u64, n: u64) -> bool {
+        const { assert!(64 % SPLIT_RUN == 0) };
+        let Some(bitmap) = self.bitmaps[k as usize].get() else {
+            return false;
+        };
+        // Relaxed: a hint (above).
+        let word = bitmap[(first / 64) as usize].load(Ordering::Relaxed);
+        (word >> (first % 64)) & low_mask(n as u32) != 0
     }
 
     /// Splits every bucket an unfinished doubling has left, so lookups read one bucket per
@@ -462,7 +482,7 @@ mod tests {
     /// count: it splits exactly the runs of sixteen whose first bucket it claimed, each to the
     /// old table's end at most, or, every bucket handed out, `count` buckets from the bitmap.
     #[test]
-    fn claims_split_exactly_the_runs_they_begin() {
+    fn claims_split_exactly_the_runs_they_reach() {
         let mut tested = 0;
         for (capacity, rate) in [(5, 0.01), (37, 0.5), (170, 0.01)] {
             for k in 1..=4 {
@@ -496,9 +516,10 @@ mod tests {
                         } else {
                             (0..old)
                                 .map(|i| {
+                                    // The runs the claim reaches, from the one it starts in.
                                     let run = i / SPLIT_RUN * SPLIT_RUN;
-                                    let claimed = run >= next && run < next + count;
-                                    before[i as usize] && !claimed
+                                    let reached = run + SPLIT_RUN > next && run < next + count;
+                                    before[i as usize] && !reached
                                 })
                                 .collect()
                         };
