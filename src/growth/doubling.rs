@@ -124,12 +124,7 @@ impl Doubling {
                 len += 1;
                 next = self.next_old(next);
             }
-            if (0..len)
-                .scan(at, |pos, _| {
-                    Some(std::mem::replace(pos, self.next_old(*pos)))
-                })
-                .any(|old| self.is_unsplit(k, old))
-            {
+            if self.olds_from(at, len).any(|old| self.is_unsplit(k, old)) {
                 self.split_under_pair(at, len, k);
             }
             (at, left) = (next, left - len);
@@ -140,6 +135,13 @@ impl Doubling {
     /// half's.
     fn split_stripes(&self, old: Pos, k: u32) -> [usize; 2] {
         [old, upper_half(old, k)].map(|pos| self.stripes.index_of(self.table.stripe_key(pos)))
+    }
+
+    /// The `len` old buckets from `first` on, in index order.
+    fn olds_from(&self, first: Pos, len: u64) -> impl Iterator<Item = Pos> + '_ {
+        (0..len).scan(first, |pos, _| {
+            Some(std::mem::replace(pos, self.next_old(*pos)))
+        })
     }
 
     /// The old bucket after `old` in index order.
@@ -160,11 +162,6 @@ impl Doubling {
     /// Splits the `len` old buckets of doubling `k` from `first` on that are not split yet;
     /// they and their upper halves lie under the stripes of `first` and its upper half.
     fn split_under_pair(&self, first: Pos, len: u64, k: u32) {
-        let olds = || {
-            (0..len).scan(first, |pos, _| {
-                Some(std::mem::replace(pos, self.next_old(*pos)))
-            })
-        };
         if cfg!(loom_mutant = "doubling_flag_before_split")
             && self.left.load(Ordering::Relaxed) <= len
         {
@@ -177,7 +174,7 @@ impl Doubling {
                 return;
             }
             let mut split = 0;
-            for old in olds() {
+            for old in self.olds_from(first, len) {
                 debug_assert_eq!(self.split_stripes(old, k), self.split_stripes(first, k));
                 if self.is_unsplit(k, old) {
                     // The copies it makes were counted when the doubling began.
@@ -204,7 +201,7 @@ impl Doubling {
         };
         if cfg!(loom_mutant = "doubling_bit_after_unlock") {
             // (Every bucket of the run is split by now, by this writer or an earlier one.)
-            for old in olds() {
+            for old in self.olds_from(first, len) {
                 self.clear_split_bit(k, old);
             }
         }
