@@ -188,9 +188,11 @@ impl<S> CuckooFilter<S> {
 
     /// Number of distinct items the filter holds without failing (or, when it grows, without
     /// doubling), like `HashSet::capacity`: at least the capacity it was built for, and
-    /// `capacity() - len()` more distinct items always fit. One exception: 4-bit fingerprints
-    /// in the [`Packed`](Layout::Packed) and [`Compact`](Layout::Compact) layouts have too few
-    /// values for a promise, and now and then fail earlier (see [`InsertError::Full`]).
+    /// `capacity() - len()` more distinct items always fit. Two exceptions fail earlier now
+    /// and then (see [`InsertError::Full`]): 4-bit fingerprints in the
+    /// [`Packed`](Layout::Packed) and [`Compact`](Layout::Compact) layouts, which have too few
+    /// values for a promise, and [`OneWord`](Layout::OneWord) buckets of two or three lanes
+    /// (17 to 32 bits) in tables of a hundred items or fewer.
     ///
     /// A fixed table is sized for its slots times the load its fingerprint width is built for
     /// (90–95 %); a growable one doubles at 95 % of its lanes, or sooner when a search for
