@@ -63,6 +63,17 @@ impl Key {
         }
     }
 
+    /// Whether this item's insert is one of the one in `one_in` (a power of two) that claim
+    /// a run of old buckets to split: from the stream's top bits, which lanes use only once
+    /// nearly every bit of the stream is, so the choice is independent of the item's buckets
+    /// and entries. A function of the item alone, so that a restored copy splits as the
+    /// original does.
+    #[inline(always)]
+    pub(crate) fn claims_run(&self, one_in: u64) -> bool {
+        debug_assert!(one_in.is_power_of_two() && one_in > 1);
+        self.stream[0] >> (64 - one_in.trailing_zeros()) == 0
+    }
+
     /// The entry field (marker bit above `tail_bits` tail bits) this item has on `side`.
     #[inline(always)]
     pub(crate) fn field(&self, side: usize, doublings: u32, tail_bits: u32) -> u64 {

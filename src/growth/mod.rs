@@ -74,11 +74,6 @@ const PATH_LIMITS: SearchLimits = SearchLimits {
     depth: 3,
 };
 
-/// Buckets of an unfinished doubling that each insert claims to split. A doubling has as many
-/// buckets to split as the table had, and the next doubling comes at least 3.8 inserts per
-/// bucket later, so two per insert finish it in the first eighth of that time.
-const SPLITS_PER_INSERT: u64 = 2;
-
 const ANCHOR_MASK: u64 = (1 << ANCHOR_BITS) - 1;
 
 /// A table that doubles in place, with its stripes, counters and doubling state. Shared by
@@ -98,9 +93,11 @@ pub(crate) struct Doubling {
     bitmaps: Box<[OnceLock<BucketWords>]>,
     /// Whether the latest doubling has buckets left to split: set when it is published,
     /// cleared (`Release`) by the split of its last bucket. Read by every lookup, written twice
-    /// a doubling (`left` and `next` change with every split, on lines of their own).
+    /// a doubling (`left` and `next` change as buckets are split, on lines of their own).
     splitting: AtomicBool,
-    /// Old buckets the latest doubling has not split yet (0 when it is finished).
+    /// Words of the latest doubling's bitmap with a bucket not split yet (0 when it is
+    /// finished): the split that clears a word's last bit counts it down, so writers share
+    /// this line once per 64 buckets, not once per split.
     left: CachePadded<AtomicU64>,
     /// The next old bucket the inserts split, in order.
     next: CachePadded<AtomicU64>,
@@ -374,7 +371,7 @@ impl Doubling {
 
     /// Inserts `key`'s entry (unless `unique` and a lane matches it): `Ok(true)` if stored.
     fn insert_key(&self, key: &Key, unique: bool) -> Result<bool, InsertError> {
-        self.split_next(SPLITS_PER_INSERT);
+        self.claim_splits(key);
         // Whether a failed search below half the doubling load was tried again (see below).
         let mut searched_again = false;
         loop {
@@ -706,9 +703,9 @@ struct Parts {
     tail_bits: u32,
     target: f64,
     doublings: u32,
-    /// The latest doubling's bitmap (a bit set per old bucket not split yet), the next old
-    /// bucket to split and the number left, if it is in progress.
-    splitting: Option<(BucketWords, u64, u64)>,
+    /// The latest doubling's bitmap (a bit set per old bucket not split yet) and the next old
+    /// bucket to split, if it is in progress.
+    splitting: Option<(BucketWords, u64)>,
     totals: Totals,
     rng: u64,
 }
@@ -719,9 +716,11 @@ impl Doubling {
         let bitmaps: Box<[OnceLock<BucketWords>]> =
             (0..=MAX_DOUBLINGS).map(|_| OnceLock::new()).collect();
         let (mut next, mut left) = (0, 0);
-        if let Some((bitmap, at, remaining)) = parts.splitting {
+        if let Some((bitmap, at)) = parts.splitting {
+            // Relaxed: the bitmap is not shared yet.
+            let words = bitmap.iter().filter(|w| w.load(Ordering::Relaxed) != 0);
+            (next, left) = (at, words.count() as u64);
             let _ = bitmaps[parts.doublings as usize].set(bitmap);
-            (next, left) = (at, remaining);
         }
         Doubling {
             stripes: StripeSet::new(parts.stripes),
@@ -772,7 +771,6 @@ impl Doubling {
             (
                 table::copy_words(bitmap, false),
                 self.next.load(Ordering::Relaxed),
-                left,
             )
         });
         Doubling::from_parts(Parts {

@@ -189,7 +189,6 @@ impl Header {
 pub(super) struct SavedSplit {
     split: Vec<u64>,
     next: u64,
-    left: u64,
 }
 
 impl SavedSplit {
@@ -460,7 +459,6 @@ impl Doubling {
                 Some(SavedSplit {
                     split,
                     next: header.split_next,
-                    left: header.split_left,
                 })
             }
             None => None,
@@ -484,11 +482,7 @@ impl Doubling {
             });
         }
         let splitting = match splitting {
-            Some(saved) => Some((
-                unsplit_bitmap(&saved, header.old_buckets())?,
-                saved.next,
-                saved.left,
-            )),
+            Some(saved) => Some((unsplit_bitmap(&saved, header.old_buckets())?, saved.next)),
             None => None,
         };
         Ok(Doubling::from_parts(Parts {
