@@ -11,7 +11,8 @@
 //! Workloads, each point the median of `--rounds` (default 3):
 //! - `grow`: `threads` threads insert the size's keys (SplitMix64) into a fresh filter, each
 //!   its own share; keys over the wall time from the first thread's start to the last end (for
-//!   the static filter, a fill without growth).
+//!   the static filter, a fill without growth; for the growable filter built for the size,
+//!   `growable, sized`, a fill of the same table kind without doublings).
 //! - `absent` and `present`: on the filter the last round grew, each thread looks up keys from
 //!   its own offset (absent ones from another stream) for `--seconds` (default 0.3).
 
@@ -23,6 +24,13 @@ use peer_benches::{bench_threads, quick_args, quick_sizes, splitmix};
 
 fn grown(_items: usize) -> CuckooFilter {
     let builder = CuckooFilter::builder().capacity(1_000).growable(true);
+    builder.false_positive_rate(0.01).build().unwrap()
+}
+
+/// A growable filter built for `items`: it fills without doubling, so the growth's own cost is
+/// the gap between `grown` and this.
+fn sized(items: usize) -> CuckooFilter {
+    let builder = CuckooFilter::builder().capacity(items).growable(true);
     builder.false_positive_rate(0.01).build().unwrap()
 }
 
@@ -108,6 +116,15 @@ fn main() {
         let keys = splitmix(0x5CA1E, items);
         let absent = splitmix(0xAB5E47, items.min(4_000_000));
         let mut rows = measure("growable", grown, &keys, &absent, &threads, rounds, seconds);
+        rows.extend(measure(
+            "growable, sized",
+            sized,
+            &keys,
+            &absent,
+            &threads,
+            rounds,
+            seconds,
+        ));
         rows.extend(measure(
             "static", fixed, &keys, &absent, &threads, rounds, seconds,
         ));
