@@ -615,4 +615,317 @@ mod tests {
         }
         assert!((0..stored).all(|k| filter.lookup_hash(hash(k)) != Lookup::Absent));
     }
+    // -----------------------------------------------------------------------------------------
+    // Attacks on the count-down by bitmap words and on the pacing switch at 4,096 old buckets.
+
+    /// Words of doubling `k`'s bitmap with a bit set (0 without a bitmap).
+    fn words_left(filter: &Doubling, k: u32) -> u64 {
+        filter.bitmaps[k as usize].get().map_or(0, |bitmap| {
+            bitmap
+                .iter()
+                .filter(|w| w.load(Ordering::Relaxed) != 0)
+                .count() as u64
+        })
+    }
+
+    /// `left` is the number of bitmap words with a bucket not split, `is_doubling` says whether
+    /// it is positive, and no bit past the old buckets is set.
+    fn assert_left_counts_words(filter: &Doubling, at: &str) {
+        let k = filter.doublings();
+        let left = filter.left.load(Ordering::Relaxed);
+        if k == 0 {
+            assert_eq!(left, 0, "{at}");
+            assert!(!filter.is_doubling(), "{at}");
+            return;
+        }
+        let old = filter.table.buckets(k - 1);
+        if let Some(bitmap) = filter.bitmaps[k as usize].get() {
+            assert_eq!(bitmap.len() as u64, old.div_ceil(64), "{at}: bitmap words");
+            if !old.is_multiple_of(64) {
+                let last = bitmap[bitmap.len() - 1].load(Ordering::Relaxed);
+                assert_eq!(last >> (old % 64), 0, "{at}: a bit past the old buckets");
+            }
+        }
+        assert_eq!(left, words_left(filter, k), "{at}: left");
+        assert_eq!(filter.is_doubling(), left > 0, "{at}: is_doubling");
+    }
+
+    /// Inserts (plain and unique) and removes, checked after each: `left` counts the bitmap's
+    /// words with a bucket left, the flag agrees with it (and, every few operations, with the
+    /// buckets themselves), and nothing stored is lost. Old tables of every size class: one
+    /// word, a partial last word, several words.
+    #[test]
+    fn left_counts_the_words_with_unsplit_buckets_after_every_operation() {
+        let mut finished = 0;
+        for (capacity, rate) in [
+            (1, 0.5),
+            (7, 0.01),
+            (23, 0.3),
+            (50, 1e-3),
+            (77, 0.01),
+            (130, 0.5),
+            (170, 1e-4),
+            (300, 0.01),
+        ] {
+            let filter = build(capacity, rate, PLANNED_DOUBLINGS, false).unwrap();
+            let mut stored: Vec<u64> = Vec::new();
+            let mut key = 0u64;
+            let mut was = false;
+            while filter.doublings() < 6 {
+                let at = format!(
+                    "capacity {capacity}, rate {rate}, key {key}, doublings {}",
+                    filter.doublings()
+                );
+                match key % 5 {
+                    3 if !stored.is_empty() => {
+                        let i = (key.wrapping_mul(0x9e37_79b9) % stored.len() as u64) as usize;
+                        let x = stored.swap_remove(i);
+                        assert!(filter.remove(hash(x)), "{at}: remove {x}");
+                    }
+                    4 => {
+                        if let Ok(true) = filter.insert_unique(hash(key)) {
+                            stored.push(key);
+                        }
+                    }
+                    _ => {
+                        if filter.insert(hash(key)).is_ok() {
+                            stored.push(key);
+                        }
+                    }
+                }
+                key += 1;
+                assert_left_counts_words(&filter, &at);
+                let k = filter.doublings();
+                if k > 0 && key.is_multiple_of(16) {
+                    let any = unsplit(&filter, k).contains(&true);
+                    assert_eq!(filter.is_doubling(), any, "{at}: flag against the buckets");
+                }
+                if was && !filter.is_doubling() {
+                    finished += 1;
+                }
+                was = filter.is_doubling();
+                if key.is_multiple_of(97) {
+                    assert!(
+                        stored
+                            .iter()
+                            .all(|&x| filter.lookup_hash(hash(x)) != Lookup::Absent),
+                        "{at}: an item lost"
+                    );
+                }
+            }
+            assert_eq!(
+                filter.len(),
+                stored.len(),
+                "capacity {capacity}, rate {rate}"
+            );
+        }
+        assert!(finished >= 20, "only {finished} doublings finished");
+    }
+
+    /// The old buckets of doubling `k` in the orders touches may split them: ascending,
+    /// descending, the (partial) last word first, and every other bucket first.
+    fn touch_orders(old: u64) -> Vec<(&'static str, Vec<u64>)> {
+        let last_word = old / 64 * 64;
+        let last_first: Vec<u64> = (last_word..old).chain(0..last_word).collect();
+        let alternate: Vec<u64> = (0..old).step_by(2).chain((1..old).step_by(2)).collect();
+        vec![
+            ("ascending", (0..old).collect()),
+            ("descending", (0..old).rev().collect()),
+            ("last word first", last_first),
+            ("alternate", alternate),
+        ]
+    }
+
+    /// Writers' touches (`split_old`, `split_at` with either half's position), never a claim,
+    /// split every old bucket in several orders: each split that empties a word counts it down
+    /// by exactly one, and the one that empties the last word (in most orders the partial last
+    /// word of the bitmap) ends the doubling, not one before.
+    #[test]
+    fn touches_count_each_word_down_once_and_the_last_one_ends_the_doubling() {
+        let mut tested = 0;
+        for (capacity, rate) in [(170, 0.01), (300, 0.5), (500, 1e-3), (1_000, 0.01)] {
+            for k in 1..=3 {
+                let (filter, stored) = mid_doubling(capacity, rate, k);
+                let old = filter.table.buckets(k - 1);
+                if !filter.is_doubling() || old.is_multiple_of(64) || old < 128 {
+                    continue;
+                }
+                tested += 1;
+                for (name, order) in touch_orders(old) {
+                    let at = format!("capacity {capacity}, rate {rate}, k {k}, {name}");
+                    let copy = filter.deep_copy();
+                    let next = copy.next.load(Ordering::Relaxed);
+                    assert_left_counts_words(&copy, &at);
+                    let mut remaining = unsplit(&copy, k);
+                    let mut left = remaining.chunks(64).filter(|w| w.contains(&true)).count();
+                    for (n, &i) in order.iter().enumerate() {
+                        let pos = old_pos(&copy, i);
+                        if n % 2 == 0 {
+                            copy.split_old(pos, k);
+                        } else {
+                            // The upper half's position: `split_at` finds its old bucket.
+                            let upper = Pos {
+                                home: pos.home,
+                                high: pos.high + (1 << (k - 1)),
+                            };
+                            copy.split_at(upper, k);
+                        }
+                        let word = (i / 64) as usize;
+                        let was_set = remaining[i as usize];
+                        remaining[i as usize] = false;
+                        let chunk = &remaining[word * 64..((word + 1) * 64).min(old as usize)];
+                        if was_set && !chunk.contains(&true) {
+                            left -= 1;
+                        }
+                        let at = format!("{at}, touch {n} of bucket {i}");
+                        assert_eq!(copy.left.load(Ordering::Relaxed), left as u64, "{at}");
+                        assert_eq!(copy.is_doubling(), left > 0, "{at}");
+                        assert_left_counts_words(&copy, &at);
+                    }
+                    assert!(!copy.is_doubling(), "{at}");
+                    assert!(!unsplit(&copy, k).contains(&true), "{at}");
+                    // Touches never move the claims' position.
+                    assert_eq!(copy.next.load(Ordering::Relaxed), next, "{at}");
+                    assert!(
+                        (0..stored).all(|x| copy.lookup_hash(hash(x)) != Lookup::Absent),
+                        "{at}: an item lost"
+                    );
+                    // A copy of the finished filter has no doubling to finish.
+                    let again = copy.deep_copy();
+                    assert!(!again.is_doubling(), "{at}: copied");
+                    assert_eq!(again.left.load(Ordering::Relaxed), 0, "{at}: copied");
+                }
+            }
+        }
+        assert!(
+            tested >= 4,
+            "only {tested} doublings with a partial last word"
+        );
+    }
+
+    /// A copy whose bitmap has some words fully split, some partly and some not at all (and
+    /// the last, partial, word with only its last bucket left): it counts exactly the words
+    /// left, and claims alone (starting from its `next`), or `finish_doubling`, end its
+    /// doubling with `left` exact at every step.
+    #[test]
+    fn a_copy_with_words_split_fully_and_partly_counts_and_finishes_them() {
+        let mut tested = 0;
+        for (capacity, rate) in [(300, 0.01), (500, 0.5), (1_000, 1e-3)] {
+            for k in 1..=3 {
+                let (filter, stored) = mid_doubling(capacity, rate, k);
+                let old = filter.table.buckets(k - 1);
+                if !filter.is_doubling() || old.is_multiple_of(64) || old < 256 {
+                    continue;
+                }
+                tested += 1;
+                let at = format!("capacity {capacity}, rate {rate}, k {k}, old {old}");
+                let words = old.div_ceil(64);
+                let partly = filter.deep_copy();
+                for i in 0..old {
+                    let word = i / 64;
+                    let split = match word % 3 {
+                        // Fully split words, the last (partial) one but its last bucket.
+                        0 => word + 1 < words || i + 1 < old,
+                        // Half split.
+                        1 => i % 2 == 0,
+                        // Not split (but for what the inserts split).
+                        _ => false,
+                    };
+                    if split {
+                        partly.split_old(old_pos(&partly, i), k);
+                    }
+                }
+                assert_left_counts_words(&partly, &format!("{at}, partly split"));
+                for (how, copy) in [
+                    ("claims", partly.deep_copy()),
+                    ("finish", partly.deep_copy()),
+                ] {
+                    let at = format!("{at}, {how}");
+                    assert_left_counts_words(&copy, &format!("{at}, copied"));
+                    assert_eq!(
+                        copy.left.load(Ordering::Relaxed),
+                        partly.left.load(Ordering::Relaxed),
+                        "{at}"
+                    );
+                    if how == "finish" {
+                        copy.finish_doubling();
+                    } else {
+                        let mut claims = 0;
+                        while copy.is_doubling() {
+                            copy.split_next(2);
+                            claims += 1;
+                            assert_left_counts_words(&copy, &format!("{at}, claim {claims}"));
+                            assert!(claims <= old / 2 + 1, "{at}: claims do not finish");
+                        }
+                    }
+                    assert_left_counts_words(&copy, &at);
+                    assert!(!copy.is_doubling(), "{at}");
+                    assert!(!unsplit(&copy, k).contains(&true), "{at}");
+                    assert!(
+                        (0..stored).all(|x| copy.lookup_hash(hash(x)) != Lookup::Absent),
+                        "{at}: an item lost"
+                    );
+                }
+            }
+        }
+        assert!(tested >= 3, "only {tested} doublings tested");
+    }
+
+    /// A filter whose first table has `base` buckets (the smallest capacity that gives it).
+    fn with_base(base: u64, rate: f64) -> Doubling {
+        let guess = (base as f64 * 3.8) as usize;
+        (guess.saturating_sub(16).max(1)..guess + 16)
+            .map(|capacity| build(capacity, rate, PLANNED_DOUBLINGS, false).unwrap())
+            .find(|f| f.table.base() == base)
+            .unwrap_or_else(|| panic!("no capacity gives a base of {base}"))
+    }
+
+    /// Around the pacing switch (old tables of 4,092 to 4,100 buckets, partial last words
+    /// among them): below 4,096 every insert claims two old buckets; from 4,096 on exactly the
+    /// inserts whose item `claims_run` claim sixteen, about one in eight, and the others none.
+    /// `left` counts words throughout.
+    #[test]
+    fn inserts_claim_two_below_4096_old_buckets_and_runs_of_sixteen_from_there() {
+        use super::{CLAIM_ONE_IN, RUN_CLAIMS_FROM};
+        for (base, k) in [(4_094, 1), (4_096, 1), (4_098, 1), (2_046, 2), (2_050, 2)] {
+            let filter = with_base(base, 0.01);
+            let mut key = 0u64;
+            while filter.doublings() < k {
+                filter.insert(hash(key)).unwrap();
+                key += 1;
+            }
+            let old = filter.table.buckets(k - 1);
+            let at = format!("base {base}, k {k}, old {old}");
+            assert!(filter.is_doubling(), "{at}");
+            let (mut inserts, mut claimers) = (0u64, 0u64);
+            while filter.is_doubling() && inserts < 1_000 {
+                let h = hash(key);
+                let claims = filter.key(h).claims_run(CLAIM_ONE_IN);
+                let before = filter.next.load(Ordering::Relaxed);
+                filter.insert(h).unwrap();
+                key += 1;
+                inserts += 1;
+                let moved = filter.next.load(Ordering::Relaxed) - before;
+                let expected = if old < RUN_CLAIMS_FROM {
+                    2
+                } else if claims {
+                    SPLIT_RUN
+                } else {
+                    0
+                };
+                assert_eq!(moved, expected, "{at}, insert {inserts}: claimed");
+                claimers += u64::from(claims);
+                assert_left_counts_words(&filter, &format!("{at}, insert {inserts}"));
+            }
+            if old >= RUN_CLAIMS_FROM {
+                // One in eight, give or take six deviations.
+                let mean = inserts as f64 / 8.0;
+                let deviation = (inserts as f64 * 7.0 / 64.0).sqrt();
+                assert!(
+                    (claimers as f64 - mean).abs() <= 6.0 * deviation,
+                    "{at}: {claimers} claimers of {inserts} inserts"
+                );
+            }
+        }
+    }
 }
