@@ -718,3 +718,259 @@ fn every_operation_mixed_mid_doubling_keeps_the_model() {
         }
     }
 }
+
+/// Whether a snapshot of `f` records a doubling in progress (its header's `split_left`, word
+/// 9, is not 0).
+fn saved_doubling(f: &CuckooFilter) -> bool {
+    let bytes = f.to_bytes();
+    u64::from_le_bytes(bytes[72..80].try_into().unwrap()) != 0
+}
+
+/// A growable filter at 1 % whose first table has `base` buckets.
+fn with_base(base: u64) -> CuckooFilter {
+    let guess = (base as f64 * 3.8) as usize;
+    (guess.saturating_sub(16).max(1)..guess + 16)
+        .map(|capacity| filter(capacity, 0.01, false))
+        .find(|f| base_of(f) == base)
+        .unwrap_or_else(|| panic!("no capacity gives a base of {base}"))
+}
+
+/// Doublings around the pacing switch (old tables of 4,094, 4,096, 4,098 and 4,100 buckets:
+/// below it every insert claims two, from it one in eight claims sixteen; partial last
+/// bitmap words among them). Mid-doubling, a restore and a clone of the filter take the same
+/// operations as it (fresh inserts, repeats, removes), and the three answer, count and save
+/// the same bytes throughout; `is_doubling` agrees with the saved split count at every check;
+/// every doubling ends within the claims' bound, and a restore finished by `finish_doubling`
+/// holds every item.
+#[test]
+fn restores_at_the_pacing_switch_go_on_identically_and_finish() {
+    let seed = seed("restores_at_the_pacing_switch_go_on_identically_and_finish");
+    let mut rng = Rng::new(seed);
+    for (base, k) in [(4_094, 1), (4_096, 1), (4_098, 1), (2_050, 2)] {
+        let f = with_base(base);
+        let mut model = BTreeMap::new();
+        let at = format!("base {base}, doubling {k}");
+        while f.doublings() < k {
+            insert(&f, &mut model, rng.next_u64(), &at);
+        }
+        let old = old_buckets(&f);
+        assert!(f.is_doubling(), "{at}");
+        // A few inserts in, so that some words are split and others not.
+        for _ in 0..rng.below(old / 4) {
+            insert(&f, &mut model, rng.next_u64(), &at);
+        }
+        let restored = CuckooFilter::from_bytes(&f.to_bytes()).unwrap();
+        let clone = f.clone();
+        let finished = CuckooFilter::from_bytes(&f.to_bytes()).unwrap();
+        finished.finish_doubling();
+        assert!(
+            !finished.is_doubling(),
+            "{at}: finish_doubling after a restore"
+        );
+        assert!(!saved_doubling(&finished), "{at}: finished, saved");
+        check_model(&format!("{at}, finished"), &finished, &model);
+        let keys: Vec<u64> = model.keys().copied().collect();
+        let mut inserts = 0u64;
+        let mut step = 0u64;
+        while f.is_doubling() {
+            step += 1;
+            let x = match rng.below(8) {
+                0 => Some(keys[rng.below(keys.len() as u64) as usize]),
+                1 => None,
+                _ => Some(rng.next_u64()),
+            };
+            match x {
+                Some(x) => {
+                    let r = f.insert(&x).is_ok();
+                    assert_eq!(restored.insert(&x).is_ok(), r, "{at}, step {step}");
+                    assert_eq!(clone.insert(&x).is_ok(), r, "{at}, step {step}");
+                    if r {
+                        *model.entry(x).or_default() += 1;
+                    }
+                    inserts += 1;
+                }
+                None => {
+                    // A copy of an item held since before the restore.
+                    let x = keys[rng.below(keys.len() as u64) as usize];
+                    if model.get(&x).is_some_and(|&c| c > 1) {
+                        assert!(f.remove(&x), "{at}, step {step}");
+                        assert!(restored.remove(&x), "{at}, step {step}");
+                        assert!(clone.remove(&x), "{at}, step {step}");
+                        *model.get_mut(&x).unwrap() -= 1;
+                    }
+                }
+            }
+            assert_eq!(restored.is_doubling(), f.is_doubling(), "{at}, step {step}");
+            assert_eq!(clone.is_doubling(), f.is_doubling(), "{at}, step {step}");
+            if step.is_multiple_of(64) || !f.is_doubling() {
+                let bytes = f.to_bytes();
+                assert!(
+                    restored.to_bytes() == bytes,
+                    "{at}, step {step}: restore differs"
+                );
+                assert!(
+                    clone.to_bytes() == bytes,
+                    "{at}, step {step}: clone differs"
+                );
+                assert_eq!(saved_doubling(&f), f.is_doubling(), "{at}, step {step}");
+            }
+            let runs = old.div_ceil(16) as f64;
+            let bound = if old < 4_096 {
+                old as f64 / 2.0
+            } else {
+                8.0 * runs + 48.0 * runs.sqrt()
+            };
+            assert!(
+                inserts as f64 <= bound + 1.0,
+                "{at}: {inserts} inserts, the doubling of {old} old buckets not finished"
+            );
+        }
+        assert_eq!(f.doublings(), k, "{at}: doubled again before finishing");
+        for g in [&f, &restored, &clone] {
+            check_model(&format!("{at}, end"), g, &model);
+        }
+    }
+}
+
+/// Two to four threads on tiny growable filters (random capacities 1 to 50, rates 0.5 to
+/// 0.001) across many doublings: writers insert, re-insert and remove their own items and
+/// check them after every operation, while one thread only looks up items held throughout
+/// (inserted before, never removed), clones the filter mid-doubling and checks the clone, and
+/// now and then finishes the doubling. No held item is ever missed; at the end `len` is
+/// exact and every copy is removed once.
+#[test]
+fn readers_and_writers_on_tiny_tables_miss_nothing_across_doublings() {
+    let seed = seed("readers_and_writers_on_tiny_tables_miss_nothing_across_doublings");
+    let mut rng = Rng::new(seed);
+    let ops: usize = if cfg!(debug_assertions) {
+        2_000
+    } else {
+        50_000
+    };
+    for round in 0..20 {
+        let capacity = 1 + rng.below(50) as usize;
+        let rate = [0.5, 0.2, 0.05, 0.01, 0.001][rng.below(5) as usize];
+        let writers = 1 + rng.below(3) as usize;
+        let f = filter(capacity, rate, round % 2 == 0);
+        let at = format!("round {round}, capacity {capacity}, rate {rate}, {writers} writers");
+        let mut stable = BTreeMap::new();
+        for _ in 0..rng.below(3 * capacity as u64 + 1) + 1 {
+            insert(&f, &mut stable, rng.next_u64(), &at);
+        }
+        let stop = AtomicBool::new(false);
+        let writers_left = AtomicUsize::new(writers);
+        let barrier = Barrier::new(writers + 1);
+        let models: Vec<BTreeMap<u64, usize>> = std::thread::scope(|s| {
+            let (f, stop, barrier, at, stable) = (&f, &stop, &barrier, &at, &stable);
+            let writers_left = &writers_left;
+            let handles: Vec<_> = (0..writers)
+                .map(|t| {
+                    let mut rng = Rng::new(seed ^ (round as u64) << 32 ^ t as u64);
+                    s.spawn(move || {
+                        let mut mine: BTreeMap<u64, usize> = BTreeMap::new();
+                        let mut copies: Vec<u64> = Vec::new();
+                        barrier.wait();
+                        for op in 0..ops {
+                            if stop.load(Ordering::Relaxed) {
+                                break;
+                            }
+                            let who = format!("{at}, writer {t}, op {op}");
+                            match rng.below(10) {
+                                0..=5 => {
+                                    let x = rng.next_u64();
+                                    if insert(f, &mut mine, x, &who) {
+                                        copies.push(x);
+                                    }
+                                }
+                                6 if !copies.is_empty() => {
+                                    let x = copies[rng.below(copies.len() as u64) as usize];
+                                    if insert(f, &mut mine, x, &who) {
+                                        copies.push(x);
+                                    }
+                                }
+                                _ if !copies.is_empty() => {
+                                    let i = rng.below(copies.len() as u64) as usize;
+                                    let x = copies.swap_remove(i);
+                                    if !f.remove(&x) {
+                                        stop.store(true, Ordering::Relaxed);
+                                        panic!("{who}: remove of held {x:#x} failed");
+                                    }
+                                    let c = mine.get_mut(&x).unwrap();
+                                    *c -= 1;
+                                    if *c == 0 {
+                                        mine.remove(&x);
+                                    }
+                                }
+                                _ => {}
+                            }
+                            for _ in 0..4 {
+                                if copies.is_empty() {
+                                    break;
+                                }
+                                let x = copies[rng.below(copies.len() as u64) as usize];
+                                if !f.contains(&x) {
+                                    stop.store(true, Ordering::Relaxed);
+                                    panic!(
+                                        "{who}: held {x:#x} missed, doublings {}, doubling {}",
+                                        f.doublings(),
+                                        f.is_doubling()
+                                    );
+                                }
+                            }
+                        }
+                        writers_left.fetch_sub(1, Ordering::Relaxed);
+                        mine
+                    })
+                })
+                .collect();
+            let reader = s.spawn(move || {
+                barrier.wait();
+                let mut pass = 0u64;
+                while writers_left.load(Ordering::Relaxed) > 0 && !stop.load(Ordering::Relaxed) {
+                    pass += 1;
+                    for &x in stable.keys() {
+                        if !f.contains(&x) {
+                            stop.store(true, Ordering::Relaxed);
+                            panic!(
+                                "{at}, reader pass {pass}: stable {x:#x} missed, doublings {}, doubling {}",
+                                f.doublings(),
+                                f.is_doubling()
+                            );
+                        }
+                    }
+                    if pass.is_multiple_of(64) && f.is_doubling() {
+                        let copy = f.clone();
+                        for &x in stable.keys() {
+                            assert!(copy.contains(&x), "{at}, pass {pass}: clone lost {x:#x}");
+                        }
+                        copy.finish_doubling();
+                        assert!(!copy.is_doubling(), "{at}, pass {pass}: clone finished");
+                        for &x in stable.keys() {
+                            assert!(copy.contains(&x), "{at}, pass {pass}: finished lost {x:#x}");
+                        }
+                    }
+                    if pass.is_multiple_of(509) {
+                        f.finish_doubling();
+                    }
+                }
+            });
+            let models = handles.into_iter().map(|h| h.join().unwrap()).collect();
+            reader.join().unwrap();
+            models
+        });
+        let mut all = stable.clone();
+        for m in &models {
+            for (&x, &c) in m {
+                *all.entry(x).or_default() += c;
+            }
+        }
+        check_model(&format!("{at}, joined"), &f, &all);
+        assert!(f.doublings() > 0, "{at}: never doubled");
+        for (&x, &c) in &all {
+            for i in 0..c {
+                assert!(f.remove(&x), "{at}: final remove {i} of {x:#x}");
+            }
+        }
+        assert_eq!(f.len(), 0, "{at}: len after removing everything");
+    }
+}
