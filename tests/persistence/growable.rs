@@ -1275,3 +1275,120 @@ fn count_on_a_growable_filter_answers_while_a_save_is_held() {
         "count during a held save: {counted:?}"
     );
 }
+
+/// A filter mid-doubling whose old table's bucket count is not a multiple of 64 (a partial
+/// last bitmap word) and spans several words, at a fine rate (no exhausted entries).
+fn several_words_mid_doubling() -> CuckooFilter {
+    for capacity in [700, 900, 1_100, 1_500] {
+        let (filter, _) = mid_doubling(capacity, 1e-4, 1, 41);
+        let old = filter.buckets() / 2;
+        if !old.is_multiple_of(64) && old > 192 {
+            return filter;
+        }
+    }
+    panic!("no capacity gives a partial last bitmap word");
+}
+
+/// Forged snapshots whose split bitmap has whole words split, others partly, and the
+/// (partial) last word down to one bucket or none, with `split_left` consistent, one off, or
+/// 0: each consistent one is accepted, says it is doubling, saves the same bytes, and is
+/// finished by `finish_doubling` or by inserts, `is_doubling` agreeing with the saved split
+/// count at every insert; each inconsistent one is a typed error, never a panic.
+#[test]
+fn attack_forged_bitmaps_with_whole_words_split_restore_and_finish() {
+    let seed = common::seed("attack forged bitmap words");
+    let mut rng = common::Rng::new(seed);
+    let words = words_of(&several_words_mid_doubling().to_bytes());
+    let layout = Layout::of(&words);
+    let n_old = layout.n_old;
+    assert!(n_old > 0 && !n_old.is_multiple_of(64), "n_old {n_old}");
+    let bitmap_words = layout.bitmap_words;
+    let (mut accepted, mut refused) = (0, 0);
+    for round in 0..80 {
+        let mut w = words.clone();
+        let next = w[8];
+        // Which buckets to leave unsplit: per word, none, all, or some.
+        let mut unsplit = 0u64;
+        for word in 0..bitmap_words {
+            let first = word as u64 * 64;
+            let end = (first + 64).min(n_old);
+            let mode = rng.below(4);
+            for i in first..end {
+                let keep_unsplit = i >= next
+                    && !layout.is_split(&words, i)
+                    && match mode {
+                        0 => false,
+                        1 => true,
+                        2 => rng.below(2) == 0,
+                        // Only the word's last bucket.
+                        _ => i + 1 == end,
+                    };
+                let bit = 1u64 << (i % 64);
+                if keep_unsplit {
+                    unsplit += 1;
+                } else {
+                    w[layout.bitmap_at + word] |= bit;
+                }
+            }
+        }
+        let what = format!("round {round}, {unsplit} unsplit");
+        // Marking buckets split keeps the format valid if the counts agree.
+        layout.recount(&mut w);
+        let forged_left = match rng.below(4) {
+            0 => unsplit + 1,
+            1 => unsplit.saturating_sub(1),
+            _ => unsplit,
+        };
+        w[9] = forged_left;
+        if forged_left == 0 {
+            w[8] = 0;
+        }
+        let consistent = forged_left == unsplit && unsplit > 0;
+        let bytes = resealed(w);
+        let result = CuckooFilter::from_bytes(&bytes);
+        if !consistent {
+            match result {
+                Err(PersistError::InvalidParameter { .. }) | Err(PersistError::Truncated) => {
+                    refused += 1
+                }
+                // Without a bitmap the rest of the snapshot is read at other offsets: any
+                // typed error.
+                Err(_) if forged_left == 0 => refused += 1,
+                other => panic!("{what}: left {forged_left} accepted or mistyped: {other:?}"),
+            }
+            continue;
+        }
+        let f = result.unwrap_or_else(|e| panic!("{what}: a consistent forgery refused: {e:?}"));
+        accepted += 1;
+        assert!(f.is_doubling(), "{what}");
+        assert!(f.to_bytes() == bytes, "{what}: saved differently");
+        let finished = CuckooFilter::from_bytes(&bytes).unwrap();
+        finished.finish_doubling();
+        assert!(!finished.is_doubling(), "{what}: finish_doubling");
+        assert_eq!(
+            words_of(&finished.to_bytes())[9],
+            0,
+            "{what}: finished, saved"
+        );
+        let keys = common::distinct_keys(seed ^ round, 2 * n_old as usize + 2);
+        let mut inserts = 0;
+        for k in &keys {
+            if !f.is_doubling() {
+                break;
+            }
+            let _ = f.insert(k);
+            inserts += 1;
+            let saved = words_of(&f.to_bytes());
+            assert_eq!(saved[9] != 0, f.is_doubling(), "{what}, insert {inserts}");
+        }
+        assert!(
+            !f.is_doubling(),
+            "{what}: {inserts} inserts left it doubling"
+        );
+    }
+    println!("{accepted} accepted, {refused} refused");
+    assert!(
+        accepted >= 20 && refused >= 10,
+        "{accepted} accepted, {refused} refused"
+    );
+}
