@@ -44,6 +44,40 @@ const RUN_CLAIMS_FROM: u64 = 4096;
 /// One insert in this many claims a run of old buckets (from `RUN_CLAIMS_FROM` on).
 const CLAIM_ONE_IN: u64 = SPLIT_RUN / SPLITS_PER_INSERT;
 
+/// Inserts in a row on one thread that claimed nothing, after which the next claims a run
+/// anyway: items that repeat (the same few inserted and removed over and over, or items
+/// chosen not to claim) still end a doubling, within 16 inserts per old bucket. Distinct
+/// items never reach it: 256 in a row none of which claims come once in 10^15.
+#[cfg(not(loom))]
+const UNCLAIMED_LIMIT: u32 = 256;
+
+/// Whether this insert claims a run: if its item does (`claims`), or if this thread's
+/// inserts have claimed nothing `UNCLAIMED_LIMIT` times in a row (counted per thread, for
+/// any filter: only a pace). Under loom, the item alone (a thread-local count would carry
+/// over from one interleaving to the next).
+fn claims_or_overdue(claims: bool) -> bool {
+    #[cfg(not(loom))]
+    {
+        use std::cell::Cell;
+        thread_local! {
+            static UNCLAIMED: Cell<u32> = const { Cell::new(0) };
+        }
+        UNCLAIMED.with(|unclaimed| {
+            let overdue = !claims && unclaimed.get() + 1 >= UNCLAIMED_LIMIT;
+            unclaimed.set(if claims || overdue {
+                0
+            } else {
+                unclaimed.get() + 1
+            });
+            claims || overdue
+        })
+    }
+    #[cfg(loom)]
+    {
+        claims
+    }
+}
+
 /// The bucket of doubling `k` that old bucket `old` splits into besides itself.
 fn upper_half(old: Pos, k: u32) -> Pos {
     Pos {
@@ -274,7 +308,7 @@ impl Doubling {
         }
         if self.table.buckets(k - 1) < RUN_CLAIMS_FROM {
             self.split_next_of(k, SPLITS_PER_INSERT);
-        } else if key.claims_run(CLAIM_ONE_IN) {
+        } else if claims_or_overdue(key.claims_run(CLAIM_ONE_IN)) {
             self.split_next_of(k, SPLIT_RUN);
         }
     }
@@ -927,5 +961,42 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// From 4,096 old buckets on, inserts claim by their item, so a workload that re-inserts
+    /// (and removes) the same item, one that never claims, must still finish the doubling:
+    /// each thread claims a run after `UNCLAIMED_LIMIT` inserts that claimed nothing, within
+    /// 16 inserts per old bucket. (Without that, lookups would read the bitmap until
+    /// `finish_doubling` or a next doubling that such a workload never reaches.)
+    #[cfg(not(loom))]
+    #[test]
+    fn repeated_inserts_of_one_item_finish_a_doubling_of_4096_old_buckets() {
+        use super::CLAIM_ONE_IN;
+        let filter = with_base(4_096, 0.01);
+        let mut key = 0u64;
+        while filter.doublings() < 1 {
+            filter.insert(hash(key)).unwrap();
+            key += 1;
+        }
+        assert!(filter.is_doubling());
+        let old = filter.table.buckets(0);
+        let item = (key..)
+            .map(hash)
+            .find(|&h| !filter.key(h).claims_run(CLAIM_ONE_IN))
+            .unwrap();
+        let mut inserts = 0;
+        let bound = old * SPLIT_RUN + u64::from(super::UNCLAIMED_LIMIT);
+        while filter.is_doubling() && inserts <= bound {
+            filter.insert(item).unwrap();
+            assert!(filter.remove(item));
+            inserts += 1;
+        }
+        assert!(
+            !filter.is_doubling(),
+            "{inserts} inserts (and removes) of one item left the doubling of {old} old buckets \
+             unfinished: {} of {} bitmap words left",
+            filter.left.load(Ordering::Relaxed),
+            old.div_ceil(64)
+        );
     }
 }

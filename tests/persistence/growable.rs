@@ -80,7 +80,7 @@ fn assert_same(a: &CuckooFilter, b: &CuckooFilter, kept: &[u64], seed: u64) {
 fn small() -> (CuckooFilter, Vec<u64>) {
     let (filter, mut kept) = mid_doubling(20, 0.2, 3, 17);
     // A few inserts more, so that the doubling has split a few buckets in order (the saved
-    // split position, header word 8, is past 0): a writer claims a run every eighth insert.
+    // split position, header word 8, is past 0).
     for k in common::distinct_keys(18, 8) {
         if words_of(&filter.to_bytes())[8] != 0 {
             break;
