@@ -58,6 +58,28 @@ fn insert(f: &CuckooFilter, model: &mut BTreeMap<u64, usize>, x: u64, at: &str) 
 /// Grows a filter of `capacity` at `rate` through `doublings` doublings with fresh items,
 /// checking every item (found, counted, `len` exact) a few times within every doubling,
 /// including right after it begins and right after it finishes.
+/// Removes the held copy `copies[i]` (counted in `mine`) from `f`; a remove that finds no
+/// entry stops every thread of the test (`stop`) and fails it.
+fn remove_held(
+    f: &CuckooFilter,
+    mine: &mut BTreeMap<u64, usize>,
+    copies: &mut Vec<u64>,
+    i: usize,
+    stop: &AtomicBool,
+    who: &str,
+) {
+    let x = copies.swap_remove(i);
+    if !f.remove(&x) {
+        stop.store(true, Ordering::Relaxed);
+        panic!("{who}: remove of held {x:#x} failed");
+    }
+    let c = mine.get_mut(&x).expect("a held copy is counted");
+    *c -= 1;
+    if *c == 0 {
+        mine.remove(&x);
+    }
+}
+
 fn grow_checking(capacity: usize, rate: f64, narrowest: bool, doublings: u32, rng: &mut Rng) {
     let f = filter(capacity, rate, narrowest);
     let at = format!(
@@ -308,16 +330,8 @@ fn threads_on_tiny_tables_lose_nothing_through_runs_of_splits() {
                                     }
                                 }
                                 12..=15 if !copies.is_empty() => {
-                                    let x = copies.swap_remove(rng.below(copies.len() as u64) as usize);
-                                    if !f.remove(&x) {
-                                        stop.store(true, Ordering::Relaxed);
-                                        panic!("{who}: remove of held {x:#x} failed");
-                                    }
-                                    let c = mine.get_mut(&x).unwrap();
-                                    *c -= 1;
-                                    if *c == 0 {
-                                        mine.remove(&x);
-                                    }
+                                    let i = rng.below(copies.len() as u64) as usize;
+                                    remove_held(&f, &mut mine, &mut copies, i, &stop, &who);
                                 }
                                 16 if t == 0 && op % 8 == 0 => {
                                     // A snapshot mid-run holds every item this thread holds.
@@ -890,16 +904,7 @@ fn readers_and_writers_on_tiny_tables_miss_nothing_across_doublings() {
                                 }
                                 _ if !copies.is_empty() => {
                                     let i = rng.below(copies.len() as u64) as usize;
-                                    let x = copies.swap_remove(i);
-                                    if !f.remove(&x) {
-                                        stop.store(true, Ordering::Relaxed);
-                                        panic!("{who}: remove of held {x:#x} failed");
-                                    }
-                                    let c = mine.get_mut(&x).unwrap();
-                                    *c -= 1;
-                                    if *c == 0 {
-                                        mine.remove(&x);
-                                    }
+                                    remove_held(f, &mut mine, &mut copies, i, stop, &who);
                                 }
                                 _ => {}
                             }
