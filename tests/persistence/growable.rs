@@ -1392,3 +1392,32 @@ fn attack_forged_bitmaps_with_whole_words_split_restore_and_finish() {
         "{accepted} accepted, {refused} refused"
     );
 }
+
+/// Snapshots of growable filters in format version 1 (`tests/data/growable-v1`):
+/// `capacity(1_000)` at 50 %, 1 % and 0.1 %, the keys `0..5_000` inserted (three doublings,
+/// finished). Each loads with every item, keeps its lane width (which its header's planned
+/// doublings must agree with), saves the very same bytes, and grows on: a later build must
+/// keep reading the snapshots users have stored.
+#[test]
+fn growable_snapshots_of_format_version_1_load_save_the_same_bytes_and_grow_on() {
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/growable-v1");
+    for (name, rate, bits) in [
+        ("50pct", 0.5, 14),
+        ("1pct", 0.01, 14),
+        ("0.1pct", 0.001, 17),
+    ] {
+        let path = format!("{data}/grown-rate-{name}-1k-to-5k.snapshot");
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let filter = CuckooFilter::from_bytes(&bytes).unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert!(filter.is_growable(), "{path}");
+        assert_eq!(filter.fingerprint_bits(), bits, "{path}");
+        assert_eq!(filter.target_false_positive_rate(), Some(rate), "{path}");
+        assert_eq!((filter.len(), filter.doublings()), (5_000, 3), "{path}");
+        assert!((0..5_000u64).all(|k| filter.contains(&k)), "{path}");
+        assert_eq!(filter.to_bytes(), bytes, "{path}: saved again differently");
+        filter.insert_many(5_000..40_000u64).unwrap();
+        assert!(filter.doublings() >= 6, "{path}: {filter:?}");
+        assert!((0..40_000u64).all(|k| filter.contains(&k)), "{path}");
+        assert_eq!(filter.fingerprint_bits(), bits, "{path}");
+    }
+}
