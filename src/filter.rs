@@ -458,9 +458,11 @@ impl<S> CuckooFilter<S> {
     /// halving is built beside the table (half its memory again, for the moment) and kept
     /// only if every entry finds a lane: when memory runs out or some entries cannot be
     /// placed, the table stays as it was. Entries with no tail bit left (stored more doublings
-    /// ago than their lanes plan for) were copied into both halves by every later doubling,
-    /// and each copy keeps a lane: a filter grown far past its planned doublings may stop
-    /// halving after a few, where those copies no longer fit their buckets.
+    /// ago than their lanes have tail bits: 9 at 1 %) were copied into both halves by every
+    /// later doubling, and each copy keeps a lane, also after its item is removed (a remove
+    /// takes the copy in the item's bucket): a filter grown that far whose oldest items are
+    /// gone may stop halving after a few, where those copies no longer fit their buckets. A
+    /// filter that holds no item drops them and halves back to its first table.
     ///
     /// ```
     /// let mut filter = atomic_cuckoo::CuckooFilter::builder()

@@ -818,3 +818,37 @@ fn a_shrunk_filter_round_trips_through_serde() {
         );
     }
 }
+
+/// A filter grown 100 → 4,000 times that (12 doublings at 1 %: entries of the first items ran
+/// out of tail bits at doubling 9 and were copied into both halves since) and then emptied
+/// holds the copies that its removed items' exhausted entries left behind; with no item left
+/// they are nobody's, so `shrink_to_fit` drops them and halves back to the first table, and
+/// the filter is as new: no removed item found, and it grows again.
+#[test]
+fn an_emptied_filter_shrinks_back_to_its_first_table_despite_copies_left_behind() {
+    let seed = seed("shrink: emptied after exhausted entries");
+    let mut filter = built(100, 0.01, None);
+    let keys = distinct_keys(seed, 400_000);
+    filter.insert_many(&keys).unwrap();
+    assert_eq!(filter.doublings(), 12, "seed {seed}");
+    for key in &keys {
+        assert!(filter.remove(key), "seed {seed}");
+    }
+    filter.finish_doubling();
+    assert!(filter.is_empty());
+    let left_behind = keys.iter().filter(|k| filter.contains(*k)).count();
+    assert!(
+        left_behind > 0,
+        "seed {seed}: no copy left behind, nothing to check"
+    );
+    let fresh = built(100, 0.01, None);
+    filter.shrink_to_fit();
+    assert_eq!(filter.doublings(), 0, "seed {seed}: {filter:?}");
+    assert_eq!(filter.memory_usage(), fresh.memory_usage(), "seed {seed}");
+    assert!(keys.iter().all(|k| !filter.contains(k)), "seed {seed}");
+    filter.insert_many(&keys[..10_000]).unwrap();
+    assert!(
+        keys[..10_000].iter().all(|k| filter.contains(k)),
+        "seed {seed}"
+    );
+}
