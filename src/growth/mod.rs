@@ -48,7 +48,7 @@ use crate::stripe::StripeSet;
 use crate::sync::{AtomicBool, AtomicU64, GrowLock, Ordering};
 use crate::table::BucketWords;
 use keys::{field_tail_bits, Key, KeyMap, Pos, ANCHOR_BITS};
-use table::{Table, LANES};
+use table::{Located, Table, LANES};
 
 pub(crate) use snapshot::{expected_len as snapshot_len, MAGIC};
 pub(crate) use width::{build, doublings_to_reach, PLANNED_DOUBLINGS};
@@ -156,6 +156,25 @@ impl Doubling {
         if k > 0 && self.splitting.load(Ordering::Acquire) {
             return self.read_pair_splitting(key, k, read);
         }
+        // In a table larger than the caches, the second bucket's line is on its way while the
+        // first is tested: a lookup that needs it then waits for one miss, not two. (Two
+        // copies of the read, so that neither pays for the other's choice.)
+        if self.table.beyond_caches(k) {
+            self.read_split_pair::<R, true>(key, k, read)
+        } else {
+            self.read_split_pair::<R, false>(key, k, read)
+        }
+    }
+
+    /// `read_pair` when no doubling is splitting buckets; with `EARLY`, the second bucket's
+    /// line is asked for before the first bucket is tested.
+    #[inline(always)]
+    fn read_split_pair<R: PairRead, const EARLY: bool>(
+        &self,
+        key: &Key,
+        k: u32,
+        read: R,
+    ) -> Option<R::Out> {
         let at = [key.pos(0, k), key.pos(1, k)];
         // The seqlock read under one stripe, the first bucket's: its version, the buckets, the
         // version again. One suffices, as in a fixed table: every write that can take the
@@ -165,13 +184,19 @@ impl Doubling {
         // bucket's stripe alone fill empty lanes and keep every stored lane as it was.
         let stripe = self.stripes.of(self.table.stripe_key(at[0]));
         let begun = stripe.read_begin();
+        let early = EARLY.then(|| {
+            let second = self.table.located(at[1]);
+            second.prefetch();
+            second
+        });
         // A hit needs no proof: most items are found in their first bucket, without reading
         // the second.
-        let first = read.bucket(self, key, 0, at[0], k);
+        let first = read.bucket(self, key, 0, self.table.located(at[0]), k);
         if R::settled(first) {
             return Some(first);
         }
-        let out = R::merge(first, read.bucket(self, key, 1, at[1], k));
+        let second = early.unwrap_or_else(|| self.table.located(at[1]));
+        let out = R::merge(first, read.bucket(self, key, 1, second, k));
         if R::settled(out) {
             return Some(out);
         }
@@ -220,7 +245,7 @@ impl Doubling {
                 }
                 (pos, k)
             };
-            *out = Some(read.bucket(self, key, side, pos, doublings));
+            *out = Some(read.bucket(self, key, side, self.table.located(pos), doublings));
         }
         let out = R::merge(out[0]?, out[1]?);
         if R::settled(out) {
@@ -254,10 +279,10 @@ impl Doubling {
         old.home + self.table.base() * old.high
     }
 
-    /// Whether a lane of the bucket at `pos` (whose entries have seen `doublings` doublings)
+    /// Whether a lane of the bucket at `at` (whose entries have seen `doublings` doublings)
     /// matches `key` on `side`.
     #[inline(always)]
-    fn bucket_matches(&self, key: &Key, side: usize, pos: Pos, doublings: u32) -> bool {
+    fn bucket_matches(&self, key: &Key, side: usize, at: Located<'_>, doublings: u32) -> bool {
         // The item's entry as it would be with every bit of its stream: an entry matches when
         // it agrees with this below its marker (its highest set bit), which shifting the
         // difference up by the entry's leading zeros, then one more, tests at once.
@@ -270,7 +295,7 @@ impl Doubling {
             (entry > ANCHOR_MASK) & (((entry ^ full) << marker_to_top) << 1 == 0)
         };
         if !self.table.is_narrow() {
-            let entries = self.table.entries(pos);
+            let entries = self.table.entries_at(at);
             // Most lanes of an absent item's buckets differ in the anchor: test those first.
             if entries.iter().all(|e| e & ANCHOR_MASK != key.anchor) {
                 return false;
@@ -281,7 +306,7 @@ impl Doubling {
         }
         // A narrow bucket's four anchors are tested at once; only the lanes that agree (one,
         // for most present items; none, for most absent ones) are tested in full.
-        let lanes = self.table.narrow_bucket(pos);
+        let lanes = self.table.narrow_bucket_at(at);
         let mut agree = self.table.anchors_agree(lanes, key.anchor);
         while agree != 0 {
             // The lane's first bit: its flag lies `ANCHOR_BITS` above it.
@@ -312,11 +337,11 @@ impl Doubling {
         best
     }
 
-    /// How many lanes of the bucket at `pos` (whose entries have seen `doublings`
+    /// How many lanes of the bucket at `at` (whose entries have seen `doublings`
     /// doublings) match `key` on `side`.
-    fn matching_lanes(&self, key: &Key, side: usize, pos: Pos, doublings: u32) -> usize {
+    fn matching_lanes(&self, key: &Key, side: usize, at: Located<'_>, doublings: u32) -> usize {
         self.table
-            .entries(pos)
+            .entries_at(at)
             .into_iter()
             .filter(|&entry| {
                 // A lane read torn by a writer may have no marker: it matches nothing, and the
@@ -642,13 +667,13 @@ impl Doubling {
 /// (`Doubling::read_pair`).
 trait PairRead: Copy {
     type Out: Copy;
-    /// Reads the bucket at `pos`, whose entries have seen `doublings` doublings, on `side`.
+    /// Reads the bucket at `at`, whose entries have seen `doublings` doublings, on `side`.
     fn bucket(
         self,
         table: &Doubling,
         key: &Key,
         side: usize,
-        pos: Pos,
+        at: Located<'_>,
         doublings: u32,
     ) -> Self::Out;
     fn merge(a: Self::Out, b: Self::Out) -> Self::Out;
@@ -663,8 +688,15 @@ struct Matches;
 impl PairRead for Matches {
     type Out = bool;
     #[inline(always)]
-    fn bucket(self, table: &Doubling, key: &Key, side: usize, pos: Pos, doublings: u32) -> bool {
-        table.bucket_matches(key, side, pos, doublings)
+    fn bucket(
+        self,
+        table: &Doubling,
+        key: &Key,
+        side: usize,
+        at: Located<'_>,
+        doublings: u32,
+    ) -> bool {
+        table.bucket_matches(key, side, at, doublings)
     }
     #[inline(always)]
     fn merge(a: bool, b: bool) -> bool {
@@ -682,8 +714,15 @@ struct Copies;
 
 impl PairRead for Copies {
     type Out = usize;
-    fn bucket(self, table: &Doubling, key: &Key, side: usize, pos: Pos, doublings: u32) -> usize {
-        table.matching_lanes(key, side, pos, doublings)
+    fn bucket(
+        self,
+        table: &Doubling,
+        key: &Key,
+        side: usize,
+        at: Located<'_>,
+        doublings: u32,
+    ) -> usize {
+        table.matching_lanes(key, side, at, doublings)
     }
     fn merge(a: usize, b: usize) -> usize {
         a + b
