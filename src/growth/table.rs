@@ -46,8 +46,9 @@ pub(super) struct Table {
     lane_mask: u64,
     /// The lowest bit of each of a bucket's four lanes, when they fit one word (else 0).
     lane_ones: u64,
-    /// Buckets from which the table outgrows the caches closest to a core (`PREFETCH_BYTES`).
-    prefetch_from: u64,
+    /// Doublings from which the table outgrows the caches closest to a core
+    /// (`PREFETCH_BYTES`).
+    prefetch_from: u32,
 }
 
 /// Table bytes from which a lookup asks for its second bucket's line before it tests the
@@ -144,7 +145,12 @@ impl Table {
             } else {
                 0
             },
-            prefetch_from: PREFETCH_BYTES * 8 / (LANES * u64::from(width)),
+            prefetch_from: {
+                let buckets = PREFETCH_BYTES * 8 / (LANES * u64::from(width));
+                (0..=MAX_DOUBLINGS)
+                    .find(|&d| base << d >= buckets)
+                    .unwrap_or(MAX_DOUBLINGS)
+            },
         }
     }
 
@@ -152,11 +158,12 @@ impl Table {
     /// ask for its second bucket's line early (see `PREFETCH_BYTES`).
     #[inline(always)]
     pub(crate) fn beyond_caches(&self, doublings: u32) -> bool {
-        if cfg!(loom) {
-            // Loom's tables are tiny: alternate, so that the models check both reads.
+        if cfg!(any(loom, test)) {
+            // The models' and unit tests' tables are tiny: alternate, so that both reads are
+            // checked.
             return doublings % 2 == 1;
         }
-        self.buckets(doublings) >= self.prefetch_from
+        doublings >= self.prefetch_from
     }
 
     /// An empty table of this one's first table and width with the segments of `doublings`
