@@ -396,6 +396,14 @@ impl Doubling {
 
     /// Inserts `key`'s entry (unless `unique` and a lane matches it): `Ok(true)` if stored.
     fn insert_key(&self, key: &Key, unique: bool) -> Result<bool, InsertError> {
+        // In a table larger than the caches, both buckets' lines are on their way while the
+        // insert claims its splits and takes its stripes (a hint: a doubling in between only
+        // wastes it).
+        let k = self.doublings_now();
+        if self.table.beyond_caches(k) {
+            self.table.prefetch(key.pos(0, k));
+            self.table.prefetch(key.pos(1, k));
+        }
         self.claim_splits(key);
         // Whether a failed search below half the doubling load was tried again (see below).
         let mut searched_again = false;
