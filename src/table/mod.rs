@@ -537,7 +537,7 @@ impl Table {
 
     /// Asks for the first word of `bucket` ahead of its use (see `storage::prefetch`).
     #[inline]
-    fn prefetch_bucket(&self, bucket: usize) {
+    pub(super) fn prefetch_bucket(&self, bucket: usize) {
         crate::storage::prefetch(&self.words[self.layout.locate(bucket).0]);
     }
 

@@ -7,6 +7,10 @@ use crate::cuckoo_path::{NoRoom, Placed};
 use crate::hashing::ItemKey;
 use crate::sync::Ordering;
 
+/// Table words from which an insert asks for its buckets' lines before it takes their stripes:
+/// 4 MiB, as a growable table's lookups and inserts do (see `growth::table`).
+const PREFETCH_WORDS: usize = (4 << 20) / 8;
+
 /// What an item's two buckets hold, as `Table::pair_state` saw them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum PairState {
@@ -79,6 +83,12 @@ impl Table {
         mode: U,
     ) -> Result<Placed, NoRoom> {
         let (a, b) = self.buckets_of(key);
+        // In a table larger than the caches, both buckets' lines are on their way while the
+        // stripes are taken (a locked instruction waits for earlier loads, not for prefetches).
+        if self.words.len() >= PREFETCH_WORDS {
+            self.prefetch_bucket(a);
+            self.prefetch_bucket(b);
+        }
         for _ in 0..self.limits.insert_rounds {
             if let Some(placed) = self.try_place_as::<A, U>(a, b, key.fingerprint, mode) {
                 return Ok(placed);
