@@ -696,15 +696,8 @@ struct Matches;
 impl PairRead for Matches {
     type Out = bool;
     #[inline(always)]
-    fn bucket(
-        self,
-        table: &Doubling,
-        key: &Key,
-        side: usize,
-        at: Located<'_>,
-        doublings: u32,
-    ) -> bool {
-        table.bucket_matches(key, side, at, doublings)
+    fn bucket(self, t: &Doubling, key: &Key, side: usize, at: Located<'_>, k: u32) -> bool {
+        t.bucket_matches(key, side, at, k)
     }
     #[inline(always)]
     fn merge(a: bool, b: bool) -> bool {
@@ -722,15 +715,8 @@ struct Copies;
 
 impl PairRead for Copies {
     type Out = usize;
-    fn bucket(
-        self,
-        table: &Doubling,
-        key: &Key,
-        side: usize,
-        at: Located<'_>,
-        doublings: u32,
-    ) -> usize {
-        table.matching_lanes(key, side, at, doublings)
+    fn bucket(self, t: &Doubling, key: &Key, side: usize, at: Located<'_>, k: u32) -> usize {
+        t.matching_lanes(key, side, at, k)
     }
     fn merge(a: usize, b: usize) -> usize {
         a + b
