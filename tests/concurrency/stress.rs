@@ -510,3 +510,110 @@ fn growable_filters_keep_every_writers_items_while_doubling() {
         assert!(f.doublings() > 3, "{ctx}: did not grow");
     }
 }
+
+/// A fixed table beyond 4 MiB (5M items at 1 %: 6.2 MiB of words), where inserts ask for both
+/// buckets' lines before they take their stripes: filled to 90 % of its capacity, then one
+/// writer churns its own items (inserts, duplicates, removes, up to 93 %: kick chains move the
+/// stable items) while two readers check random stable items by `contains`, `contains_many`
+/// and `count`; none may be missed, and `len` is exact once the threads are done.
+#[test]
+fn stable_items_survive_churn_in_a_fixed_table_beyond_4_mib() {
+    let seed = common::seed("stable_items_survive_churn_in_a_fixed_table_beyond_4_mib");
+    let filter = CuckooFilter::builder()
+        .capacity(5_000_000)
+        .false_positive_rate(0.01)
+        .build()
+        .unwrap();
+    let words = filter.slots() * filter.fingerprint_bits() as usize / 8;
+    assert!(words >= 4 << 20, "{} bytes of fingerprints", words);
+    let capacity = filter.capacity();
+    let stable = common::distinct_keys(seed, capacity * 9 / 10);
+    let t0 = Instant::now();
+    filter.insert_many(&stable).unwrap();
+    let fill = t0.elapsed();
+    let room = capacity * 3 / 100;
+    let stop = AtomicBool::new(false);
+    let (ops, checks) = thread::scope(|sc| {
+        let writer = sc.spawn(|| {
+            let mut rng = common::Rng::new(seed ^ 0x1000);
+            let mut mine: Vec<u64> = Vec::new();
+            let mut ops = 0usize;
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_millis(1_200) {
+                ops += 1;
+                if mine.len() >= room || (!mine.is_empty() && rng.below(3) == 0) {
+                    let x = mine.swap_remove(rng.below(mine.len() as u64) as usize);
+                    assert!(
+                        filter.remove(&x),
+                        "seed {seed}: own item {x:#x} not removed"
+                    );
+                } else {
+                    // Its own items only: a remove takes one of its own copies.
+                    let x = rng.next_u64() | 1 << 63;
+                    for _ in 0..1 + usize::from(rng.below(8) == 0) {
+                        if filter.insert(&x).is_ok() {
+                            mine.push(x);
+                        }
+                    }
+                }
+            }
+            stop.store(true, Ordering::Relaxed);
+            (ops, mine.len())
+        });
+        let readers: Vec<_> = (0..2u64)
+            .map(|r| {
+                let (filter, stable, stop) = (&filter, &stable, &stop);
+                sc.spawn(move || {
+                    let mut rng = common::Rng::new(seed ^ (0x2000 + r));
+                    let (mut found, mut batch) = (Vec::new(), Vec::new());
+                    let mut checks = 0usize;
+                    while !stop.load(Ordering::Relaxed) {
+                        batch.clear();
+                        for _ in 0..256 {
+                            let x = stable[rng.below(stable.len() as u64) as usize];
+                            assert!(
+                                filter.contains(&x),
+                                "seed {seed}: reader {r}: {x:#x} missed"
+                            );
+                            batch.push(x);
+                        }
+                        filter.contains_many(&batch, &mut found);
+                        if let Some(i) = found.iter().position(|&b| !b) {
+                            panic!(
+                                "seed {seed}: reader {r}: {:#x} missed by contains_many",
+                                batch[i]
+                            );
+                        }
+                        let x = batch[rng.below(256) as usize];
+                        assert!(
+                            filter.count(&x) >= 1,
+                            "seed {seed}: reader {r}: count of {x:#x}"
+                        );
+                        checks += 1;
+                    }
+                    checks
+                })
+            })
+            .collect();
+        let mut checks = 0;
+        for r in readers {
+            match r.join() {
+                Ok(n) => checks += n,
+                Err(e) => {
+                    stop.store(true, Ordering::Relaxed);
+                    std::panic::resume_unwind(e);
+                }
+            }
+        }
+        let (ops, left) = writer.join().unwrap();
+        assert_eq!(filter.len(), stable.len() + left, "seed {seed}");
+        (ops, checks)
+    });
+    println!("seed {seed}: filled in {fill:?}; {ops} writer ops, {checks} reader batches");
+    assert!(checks > 0, "seed {seed}: no reader batch ran");
+    let mut found = Vec::new();
+    filter.contains_many(&stable, &mut found);
+    if let Some(i) = found.iter().position(|&b| !b) {
+        panic!("seed {seed}: {:#x} missed when quiescent", stable[i]);
+    }
+}

@@ -7,12 +7,12 @@
 //! Each test runs for a bounded time (a few seconds) and prints its seed.
 
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::common::growable as grown;
-use crate::common::{seed, Identity, Rng};
+use crate::common::{distinct_keys, seed, Identity, Rng};
 use atomic_cuckoo::{CuckooFilter, InsertError};
 
 /// How long each configuration runs (the tests run two at a time on two cores).
@@ -467,4 +467,191 @@ fn snapshots_and_clones_during_churn_hold_stable_items() {
             f.doublings()
         );
     });
+}
+
+/// Table bytes from which a grown filter's lookups ask for their second bucket's line before
+/// they test the first, and its inserts for both lines (`PREFETCH_BYTES` in `growth::table`).
+const BEYOND_CACHES: usize = 4 << 20;
+
+/// Sets a flag when dropped (when a thread ends, also by a panic).
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Bytes of a growable filter's table: its lanes, each one bit more than its fingerprint.
+fn table_bytes<S>(f: &CuckooFilter<S>) -> usize {
+    f.slots() * (f.fingerprint_bits() as usize + 1) / 8
+}
+
+/// A filter at 1 % from 1,000 items grown to just below its 12th doubling (2.05M items, the
+/// first table beyond 4 MiB: 7.7 MiB), then one writer inserts fresh items through that
+/// doubling (lookups read split and unsplit buckets), finishes it, and keeps inserting and
+/// churning its own items while the lookups ask for their second bucket early. Two readers
+/// check items stored before they started, the pre-grown ones and every one the writer had
+/// published, by `contains`, `contains_many` and `count`: none may be missed. The early reads
+/// must have been checked (a phase with the table beyond 4 MiB and no doubling splitting).
+#[test]
+fn items_stay_found_while_lookups_ask_early_for_the_second_bucket_of_a_table_beyond_4_mib() {
+    const SPLIT: Duration = Duration::from_millis(500);
+    const EARLY: Duration = Duration::from_millis(1_200);
+    const FRESH: usize = 600_000;
+    let s = seed(
+        "items_stay_found_while_lookups_ask_early_for_the_second_bucket_of_a_table_beyond_4_mib",
+    );
+    let t0 = Instant::now();
+    let f = grown(1_000, 0.01);
+    let mut stable = distinct_keys(s, 2_000_000);
+    f.insert_many(&stable).unwrap();
+    // Up to a few thousand items before the 12th doubling (unless a failed search began it).
+    let mut rng = Rng::new(s ^ 0x7000);
+    while f.doublings() < 12 && f.capacity().saturating_sub(f.len()) > 3_000 {
+        let x = rng.next_u64() | 1 << 63;
+        if f.insert(&x).is_ok() {
+            stable.push(x);
+        }
+    }
+    assert!(
+        table_bytes(&f) < BEYOND_CACHES || f.doublings() >= 12,
+        "seed {s}: {f:?}"
+    );
+    let fill = t0.elapsed();
+    // The writer's fresh items (top bit clear, second bit set: none is a stable one), the
+    // ones it stored, and how many it has published.
+    let fresh: Vec<u64> = distinct_keys(s ^ 0x5eed, FRESH)
+        .into_iter()
+        .map(|x| (x & !(1 << 63)) | 1 << 62)
+        .collect();
+    let stored: Vec<AtomicBool> = (0..FRESH).map(|_| AtomicBool::new(false)).collect();
+    let published = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    // Checks done while the doubling splits, and with early reads.
+    let (splitting, early) = (AtomicU64::new(0), AtomicU64::new(0));
+    std::thread::scope(|sc| {
+        let writer = sc.spawn(|| {
+            let _stop = SetOnDrop(&stop);
+            let mut rng = Rng::new(s ^ 0x1000);
+            let mut next = 0;
+            let insert_fresh = |next: &mut usize| {
+                if *next < FRESH && f.insert(&fresh[*next]).is_ok() {
+                    stored[*next].store(true, Ordering::Relaxed);
+                }
+                *next += 1;
+                // Release: the stored flags (and the inserts) before it.
+                published.store((*next).min(FRESH), Ordering::Release);
+            };
+            while f.doublings() < 12 && next < FRESH {
+                insert_fresh(&mut next);
+            }
+            let begun = Instant::now();
+            while f.is_doubling() && begun.elapsed() < SPLIT && next < FRESH {
+                insert_fresh(&mut next);
+            }
+            f.finish_doubling();
+            let mut mine = Vec::new();
+            let begun = Instant::now();
+            while begun.elapsed() < EARLY {
+                insert_fresh(&mut next);
+                // Churn: the writer's own items, inserted and removed (duplicates now and then).
+                if mine.len() > 2_000 || (!mine.is_empty() && rng.below(3) == 0) {
+                    let x: u64 = mine.swap_remove(rng.below(mine.len() as u64) as usize);
+                    assert!(f.remove(&x), "seed {s}: own item {x:#x} not removed");
+                } else {
+                    let x = rng.next_u64() & !(3 << 62);
+                    for _ in 0..1 + usize::from(rng.below(8) == 0) {
+                        if f.insert(&x).is_ok() {
+                            mine.push(x);
+                        }
+                    }
+                }
+            }
+        });
+        let readers: Vec<_> = (0..2u64)
+            .map(|r| {
+                let (stable, fresh, stored) = (&stable, &fresh, &stored);
+                let (published, stop) = (&published, &stop);
+                let (splitting, early) = (&splitting, &early);
+                let f = &f;
+                sc.spawn(move || {
+                    let mut rng = Rng::new(s ^ (0x2000 + r));
+                    let mut found = Vec::new();
+                    let mut batch = Vec::new();
+                    while !stop.load(Ordering::Relaxed) {
+                        // Acquire: every item published so far is stored.
+                        let n = published.load(Ordering::Acquire);
+                        let (k, doubling) = (f.doublings(), f.is_doubling());
+                        batch.clear();
+                        for i in 0..256 {
+                            let x = if n > 0 && i % 2 == 1 {
+                                let j = rng.below(n as u64) as usize;
+                                if !stored[j].load(Ordering::Relaxed) {
+                                    continue;
+                                }
+                                fresh[j]
+                            } else {
+                                stable[rng.below(stable.len() as u64) as usize]
+                            };
+                            assert!(
+                                f.contains(&x),
+                                "seed {s}: reader {r}: {x:#x} missed ({k} doublings, \
+                                 splitting {doubling})"
+                            );
+                            batch.push(x);
+                        }
+                        f.contains_many(&batch, &mut found);
+                        if let Some(i) = found.iter().position(|&b| !b) {
+                            panic!(
+                                "seed {s}: reader {r}: {:#x} missed by contains_many",
+                                batch[i]
+                            );
+                        }
+                        let x = batch[rng.below(batch.len() as u64) as usize];
+                        assert!(f.count(&x) >= 1, "seed {s}: reader {r}: count of {x:#x}");
+                        if doubling {
+                            splitting.fetch_add(1, Ordering::Relaxed);
+                        } else if k >= 12 && !f.is_doubling() {
+                            early.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for r in readers {
+            if let Err(e) = r.join() {
+                stop.store(true, Ordering::Relaxed);
+                std::panic::resume_unwind(e);
+            }
+        }
+        writer.join().unwrap();
+    });
+    let (splitting, early) = (splitting.into_inner(), early.into_inner());
+    println!(
+        "seed {s}: filled in {fill:?}; {} doublings, {} MiB table, {} of {FRESH} fresh items \
+         published; reader batches: {splitting} while splitting, {early} with early reads",
+        f.doublings(),
+        table_bytes(&f) >> 20,
+        published.load(Ordering::Relaxed),
+    );
+    assert!(table_bytes(&f) >= BEYOND_CACHES, "seed {s}");
+    assert!(
+        early > 0,
+        "seed {s}: no lookup read a table beyond 4 MiB early"
+    );
+    // Quiescent: every stable and stored fresh item.
+    let stored_fresh: Vec<u64> = fresh
+        .iter()
+        .zip(&stored)
+        .filter(|(_, ok)| ok.load(Ordering::Relaxed))
+        .map(|(&x, _)| x)
+        .collect();
+    let mut found = Vec::new();
+    for items in [&stable, &stored_fresh] {
+        f.contains_many(items.iter(), &mut found);
+        if let Some(i) = found.iter().position(|&b| !b) {
+            panic!("seed {s}: {:#x} missed when quiescent", items[i]);
+        }
+    }
 }
