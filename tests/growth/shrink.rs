@@ -852,3 +852,44 @@ fn an_emptied_filter_shrinks_back_to_its_first_table_despite_copies_left_behind(
         "seed {seed}"
     );
 }
+
+/// A remove of an item never inserted that takes only a copy left behind by a removed item's
+/// exhausted entry (so no stored item loses its entry: the false-delete caveat's "an item that
+/// collides with it" is nobody) counts as a remove, and `len` can read 0 while an item is
+/// stored. `shrink_to_fit` must still keep that item: a filter with items is never cleared.
+#[test]
+fn a_false_delete_of_a_left_behind_copy_does_not_let_shrink_clear_a_stored_item() {
+    let seed = seed("shrink: false delete of a left-behind copy");
+    let mut filter = built(100, 0.01, None);
+    let keys = distinct_keys(seed, 60_000);
+    filter.insert_many(&keys).unwrap();
+    for key in &keys {
+        assert!(filter.remove(key), "seed {seed}");
+    }
+    let stored = 1 << 63 | 0x5107ed;
+    filter.insert(&stored).unwrap();
+    // An absent item that matches only a left-behind copy: removing it keeps `stored` found.
+    let false_delete = absent_keys(seed, 1_000_000)
+        .into_iter()
+        .filter(|c| *c != stored && filter.contains(c))
+        .find(|c| {
+            let probe = filter.clone();
+            probe.remove(c) && probe.count(&stored) == 1
+        });
+    let Some(false_delete) = false_delete else {
+        panic!("seed {seed}: no copy left behind, nothing to check");
+    };
+    assert!(filter.remove(&false_delete), "seed {seed}");
+    assert!(filter.contains(&stored), "seed {seed}");
+    println!(
+        "seed {seed}: {false_delete:#x} took a left-behind copy; len {}",
+        filter.len()
+    );
+    filter.shrink_to_fit();
+    assert!(
+        filter.contains(&stored),
+        "seed {seed}: shrink_to_fit cleared a stored item after the false delete of \
+         {false_delete:#x} (len {})",
+        filter.len()
+    );
+}
