@@ -461,8 +461,10 @@ impl<S> CuckooFilter<S> {
     /// ago than their lanes have tail bits: 9 at 1 %) were copied into both halves by every
     /// later doubling, and each copy keeps a lane, also after its item is removed (a remove
     /// takes the copy in the item's bucket): a filter grown that far whose oldest items are
-    /// gone may stop halving after a few, where those copies no longer fit their buckets. A
-    /// filter that holds no item drops them and halves back to its first table.
+    /// gone may stop halving after a few, where those copies no longer fit their buckets. They
+    /// cannot be told from live items' entries (`len` says how many items are stored, not
+    /// which lanes are theirs), so they stay until [`clear`](CuckooFilter::clear): a filter
+    /// emptied of its items is best cleared, which then halves back to its first table.
     ///
     /// ```
     /// let mut filter = atomic_cuckoo::CuckooFilter::builder()

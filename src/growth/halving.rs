@@ -21,13 +21,6 @@ impl Doubling {
     /// is still found; entries whose lanes have no room for the bucket bit give up their
     /// highest tail bit (see `merged`), so the rate may rise a little.
     pub(crate) fn shrink(&mut self) -> u32 {
-        // A filter that holds no item may still hold lanes: the copies that exhausted entries
-        // left behind when their items were removed (a remove takes the copy in the item's
-        // bucket; the others cannot be told from other items' entries). With no item left
-        // they are nobody's: they go, and the table halves back to its first size.
-        if self.len() == 0 {
-            self.clear();
-        }
         let mut halvings = 0;
         loop {
             self.finish_doubling();
