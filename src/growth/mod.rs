@@ -160,16 +160,16 @@ impl Doubling {
         // first is tested: a lookup that needs it then waits for one miss, not two. (Two
         // copies of the read, so that neither pays for the other's choice.)
         if self.table.beyond_caches(k) {
-            self.read_split_pair::<R, true>(key, k, read)
+            self.read_pair_unsplitting::<R, true>(key, k, read)
         } else {
-            self.read_split_pair::<R, false>(key, k, read)
+            self.read_pair_unsplitting::<R, false>(key, k, read)
         }
     }
 
     /// `read_pair` when no doubling is splitting buckets; with `EARLY`, the second bucket's
     /// line is asked for before the first bucket is tested.
     #[inline(always)]
-    fn read_split_pair<R: PairRead, const EARLY: bool>(
+    fn read_pair_unsplitting<R: PairRead, const EARLY: bool>(
         &self,
         key: &Key,
         k: u32,
