@@ -31,6 +31,24 @@ pub fn assert_multiset_found<S: std::hash::BuildHasher>(
     }
 }
 
+/// Every item of `batch` (each checked by `contains` already) is found by `contains_many`
+/// (`found` is its reusable answer buffer), and one drawn by `rng` is counted at least once;
+/// `at` names the checker in a failure.
+pub fn assert_batch_found_by_contains_many_and_count(
+    at: &str,
+    filter: &atomic_cuckoo::CuckooFilter,
+    batch: &[u64],
+    found: &mut Vec<bool>,
+    rng: &mut Rng,
+) {
+    filter.contains_many(batch, found);
+    if let Some(i) = found.iter().position(|&b| !b) {
+        panic!("{at}: {:#x} missed by contains_many", batch[i]);
+    }
+    let x = batch[rng.below(batch.len() as u64) as usize];
+    assert!(filter.count(&x) >= 1, "{at}: count of {x:#x}");
+}
+
 /// A growable filter of `capacity` at `rate`, its lanes planned for `expected` items if given
 /// (`Builder::expected_items`), else for the default growth.
 pub fn growable_planned(

@@ -577,17 +577,12 @@ fn stable_items_survive_churn_in_a_fixed_table_beyond_4_mib() {
                             );
                             batch.push(x);
                         }
-                        filter.contains_many(&batch, &mut found);
-                        if let Some(i) = found.iter().position(|&b| !b) {
-                            panic!(
-                                "seed {seed}: reader {r}: {:#x} missed by contains_many",
-                                batch[i]
-                            );
-                        }
-                        let x = batch[rng.below(256) as usize];
-                        assert!(
-                            filter.count(&x) >= 1,
-                            "seed {seed}: reader {r}: count of {x:#x}"
+                        common::assert_batch_found_by_contains_many_and_count(
+                            &format!("seed {seed}: reader {r}"),
+                            filter,
+                            &batch,
+                            &mut found,
+                            &mut rng,
                         );
                         checks += 1;
                     }

@@ -601,15 +601,13 @@ fn items_stay_found_while_lookups_ask_early_for_the_second_bucket_of_a_table_bey
                             );
                             batch.push(x);
                         }
-                        f.contains_many(&batch, &mut found);
-                        if let Some(i) = found.iter().position(|&b| !b) {
-                            panic!(
-                                "seed {s}: reader {r}: {:#x} missed by contains_many",
-                                batch[i]
-                            );
-                        }
-                        let x = batch[rng.below(batch.len() as u64) as usize];
-                        assert!(f.count(&x) >= 1, "seed {s}: reader {r}: count of {x:#x}");
+                        crate::common::assert_batch_found_by_contains_many_and_count(
+                            &format!("seed {s}: reader {r}"),
+                            f,
+                            &batch,
+                            &mut found,
+                            &mut rng,
+                        );
                         if doubling {
                             splitting.fetch_add(1, Ordering::Relaxed);
                         } else if k >= 12 && !f.is_doubling() {

@@ -819,6 +819,18 @@ fn a_shrunk_filter_round_trips_through_serde() {
     }
 }
 
+/// A filter of `capacity(100)` at 1 % grown by `n` distinct keys of `seed`, each then removed;
+/// with the keys.
+fn grown_and_emptied(seed: u64, n: usize) -> (CuckooFilter, Vec<u64>) {
+    let filter = built(100, 0.01, None);
+    let keys = distinct_keys(seed, n);
+    filter.insert_many(&keys).unwrap();
+    for key in &keys {
+        assert!(filter.remove(key), "seed {seed}");
+    }
+    (filter, keys)
+}
+
 /// A filter grown 100 → 4,000 times that (12 doublings at 1 %: entries of the first items ran
 /// out of tail bits at doubling 9 and were copied into both halves since) and then emptied
 /// holds the copies that its removed items' exhausted entries left behind, which no halving
@@ -828,13 +840,8 @@ fn a_shrunk_filter_round_trips_through_serde() {
 #[test]
 fn an_emptied_filter_cleared_shrinks_back_to_its_first_table_despite_copies_left_behind() {
     let seed = seed("shrink: emptied after exhausted entries");
-    let mut filter = built(100, 0.01, None);
-    let keys = distinct_keys(seed, 400_000);
-    filter.insert_many(&keys).unwrap();
+    let (mut filter, keys) = grown_and_emptied(seed, 400_000);
     assert_eq!(filter.doublings(), 12, "seed {seed}");
-    for key in &keys {
-        assert!(filter.remove(key), "seed {seed}");
-    }
     filter.finish_doubling();
     assert!(filter.is_empty());
     let left_behind = keys.iter().filter(|k| filter.contains(*k)).count();
@@ -862,12 +869,7 @@ fn an_emptied_filter_cleared_shrinks_back_to_its_first_table_despite_copies_left
 #[test]
 fn a_false_delete_of_a_left_behind_copy_does_not_let_shrink_clear_a_stored_item() {
     let seed = seed("shrink: false delete of a left-behind copy");
-    let mut filter = built(100, 0.01, None);
-    let keys = distinct_keys(seed, 60_000);
-    filter.insert_many(&keys).unwrap();
-    for key in &keys {
-        assert!(filter.remove(key), "seed {seed}");
-    }
+    let (mut filter, _) = grown_and_emptied(seed, 60_000);
     let stored = 1 << 63 | 0x5107ed;
     filter.insert(&stored).unwrap();
     // An absent item that matches only a left-behind copy: removing it keeps `stored` found.
