@@ -25,6 +25,13 @@
 
 use crate::sync::AtomicU64;
 
+/// Table bytes from which a lookup asks for its second bucket's line before it tests the
+/// first, and an insert for both lines before it takes its stripes (fixed and growable
+/// tables): measured (one thread, 2-core EPYC, 1 MiB of L2 a core), asking early cost present
+/// lookups about 7 % at a 2 MiB table, where both lines are mostly in the caches, and gained
+/// 10 % at 15 MiB and 15 % at 57 MiB.
+pub(crate) const PREFETCH_FROM_BYTES: u64 = 4 << 20;
+
 /// The bucket words could not be allocated.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct AllocationFailed {

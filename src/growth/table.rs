@@ -19,6 +19,7 @@ use std::sync::OnceLock;
 
 use super::keys::{Pos, ANCHOR_BITS};
 use super::MAX_DOUBLINGS;
+use crate::storage::PREFETCH_FROM_BYTES;
 use crate::sync::Ordering;
 use crate::table::BucketWords;
 
@@ -47,16 +48,9 @@ pub(super) struct Table {
     /// The lowest bit of each of a bucket's four lanes, when they fit one word (else 0).
     lane_ones: u64,
     /// Doublings from which the table outgrows the caches closest to a core
-    /// (`PREFETCH_BYTES`).
+    /// (`storage::PREFETCH_FROM_BYTES`).
     prefetch_from: u32,
 }
-
-/// Table bytes from which a lookup asks for its second bucket's line before it tests the
-/// first (and an insert for both lines before it takes its stripes): measured (one thread,
-/// 2-core EPYC, 1 MiB of L2 a core), asking early cost present
-/// lookups about 7 % at a 2 MiB table, where both lines are mostly in the caches, and gained
-/// 10 % at 15 MiB and 15 % at 57 MiB.
-const PREFETCH_BYTES: u64 = 4 << 20;
 
 /// A bucket's segment and first bit (`Table::located`).
 #[derive(Clone, Copy)]
@@ -147,7 +141,7 @@ impl Table {
                 0
             },
             prefetch_from: {
-                let buckets = PREFETCH_BYTES * 8 / (LANES * u64::from(width));
+                let buckets = PREFETCH_FROM_BYTES * 8 / (LANES * u64::from(width));
                 (0..=MAX_DOUBLINGS)
                     .find(|&d| base << d >= buckets)
                     .unwrap_or(MAX_DOUBLINGS)
@@ -156,7 +150,7 @@ impl Table {
     }
 
     /// Whether the table after `doublings` doublings is large enough that a lookup should
-    /// ask for its second bucket's line early (see `PREFETCH_BYTES`).
+    /// ask for its second bucket's line early (see `storage::PREFETCH_FROM_BYTES`).
     #[inline(always)]
     pub(crate) fn beyond_caches(&self, doublings: u32) -> bool {
         if cfg!(any(loom, test)) {

@@ -5,11 +5,8 @@ use super::{Table, GENERAL, SORTED64, STRADDLING, WITHIN, WORD};
 use crate::bucket_layout::Access;
 use crate::cuckoo_path::{NoRoom, Placed};
 use crate::hashing::ItemKey;
+use crate::storage::PREFETCH_FROM_BYTES;
 use crate::sync::Ordering;
-
-/// Table words from which an insert asks for its buckets' lines before it takes their stripes:
-/// 4 MiB, as a growable table's lookups and inserts do (see `growth::table`).
-const PREFETCH_WORDS: usize = (4 << 20) / 8;
 
 /// What an item's two buckets hold, as `Table::pair_state` saw them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,7 +82,7 @@ impl Table {
         let (a, b) = self.buckets_of(key);
         // In a table larger than the caches, both buckets' lines are on their way while the
         // stripes are taken (a locked instruction waits for earlier loads, not for prefetches).
-        if self.words.len() >= PREFETCH_WORDS {
+        if self.words.len() as u64 * 8 >= PREFETCH_FROM_BYTES {
             self.prefetch_bucket(a);
             self.prefetch_bucket(b);
         }
