@@ -27,8 +27,8 @@ impl Doubling {
             *key = self.key(hash);
             self.prefetch(key);
         }
-        for (answer, key) in out.iter_mut().zip(&keys) {
-            *answer = self.lookup_retried(key);
+        for ((answer, key), &hash) in out.iter_mut().zip(&keys).zip(hashes) {
+            *answer = self.lookup_retried(hash, key);
         }
     }
 

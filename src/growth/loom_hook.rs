@@ -74,7 +74,7 @@ impl Doubling {
 
     /// The full outcome of `contains(item)`.
     pub(crate) fn loom_lookup(&self, item: u64) -> Lookup {
-        self.lookup_retried(&self.keys.key(item))
+        self.lookup_retried(item, &self.keys.key(item))
     }
 
     /// Begins the next doubling now, as an insert that found the table full would.

@@ -109,6 +109,9 @@ pub(crate) struct Doubling {
     tail_bits: u32,
     /// Items, lanes in use and entries by tail length.
     counts: Counts,
+    /// Per doubling count, the lanes in use at which the table doubles (`load_limit`):
+    /// computed once, since every insert compares against it.
+    load_limits: [u64; MAX_DOUBLINGS as usize + 1],
     target: f64,
     /// A seed the snapshot format keeps (the kick walks' random choices used it once; cuckoo
     /// paths are searched breadth first and need none).
@@ -135,26 +138,29 @@ impl Doubling {
     /// buckets is `Unproven` ("maybe present") after a bounded number of attempts.
     #[inline]
     pub(crate) fn lookup_hash(&self, hash: u64) -> Lookup {
-        self.lookup_retried(&self.key(hash))
+        self.lookup_retried(hash, &self.key(hash))
     }
 
-    /// Looks `key` up: optimistic attempts (`lookup`), at most `READ_ATTEMPTS` of them.
+    /// Looks `key` (the key of `hash`) up: optimistic attempts (`lookup`), at most
+    /// `READ_ATTEMPTS` of them.
     #[inline(always)]
-    fn lookup_retried(&self, key: &Key) -> Lookup {
-        Lookup::of(retry_read(READ_ATTEMPTS, |_| self.read_pair(key, Matches)))
+    fn lookup_retried(&self, hash: u64, key: &Key) -> Lookup {
+        Lookup::of(retry_read(READ_ATTEMPTS, |_| {
+            self.read_pair(hash, key, Matches)
+        }))
     }
 
-    /// One optimistic read of `key`'s two buckets by `read`: its answer, or `None` when the
-    /// answer cannot be trusted (a writer changed one of the buckets, or the table doubled)
-    /// unless `read` says it needs no proof (a hit: answering "maybe present" is always
-    /// allowed).
+    /// One optimistic read of `key`'s (the key of `hash`) two buckets by `read`: its answer,
+    /// or `None` when the answer cannot be trusted (a writer changed one of the buckets, or
+    /// the table doubled) unless `read` says it needs no proof (a hit: answering "maybe
+    /// present" is always allowed).
     #[inline(always)]
-    fn read_pair<R: PairRead>(&self, key: &Key, read: R) -> Option<R::Out> {
+    fn read_pair<R: PairRead>(&self, hash: u64, key: &Key, read: R) -> Option<R::Out> {
         let k = self.doublings_now();
         // Acquire: a `false` stored by the last split of doubling `k` makes every split of it
         // visible.
         if k > 0 && self.splitting.load(Ordering::Acquire) {
-            return self.read_pair_splitting(key, k, read);
+            return self.read_pair_splitting(hash, k, read);
         }
         // In a table larger than the caches, the second bucket's line is on its way while the
         // first is tested: a lookup that needs it then waits for one miss, not two. (Two
@@ -182,7 +188,8 @@ impl Doubling {
         // a remove of a matching entry, whose other bucket is the item's other bucket), and a
         // split changes the doubling count first (`same_size`). Writes under the second
         // bucket's stripe alone fill empty lanes and keep every stored lane as it was.
-        let stripe = self.stripes.of(self.table.stripe_key(at[0]));
+        let (first_at, stripe_key) = self.table.located_with_stripe_key(at[0]);
+        let stripe = self.stripes.of(stripe_key);
         let begun = stripe.read_begin();
         let early = EARLY.then(|| {
             let second = self.table.located(at[1]);
@@ -191,7 +198,7 @@ impl Doubling {
         });
         // A hit needs no proof: most items are found in their first bucket, without reading
         // the second.
-        let first = read.bucket(self, key, 0, self.table.located(at[0]), k);
+        let first = read.bucket(self, key, 0, first_at, k);
         if R::settled(first) {
             return Some(first);
         }
@@ -218,7 +225,13 @@ impl Doubling {
     /// `read_pair` while doubling `k` splits buckets: an old bucket not split yet is read as
     /// the table before the doubling, and an answer that needs proof is validated against
     /// every stripe read under (a split of either side holds only that side's).
-    fn read_pair_splitting<R: PairRead>(&self, key: &Key, k: u32, read: R) -> Option<R::Out> {
+    ///
+    /// Out of line, and given the hash rather than the key: the caller's key then stays in
+    /// registers on the path that reads a finished table.
+    #[cold]
+    #[inline(never)]
+    fn read_pair_splitting<R: PairRead>(&self, hash: u64, k: u32, read: R) -> Option<R::Out> {
+        let key = &self.key(hash);
         // The stripes read under, with the version each had (at most two per side).
         let mut begun = [(0usize, 0u64); 4];
         let mut count = 0;
@@ -532,7 +545,8 @@ impl Doubling {
     pub(crate) fn count_copies(&self, hash: u64) -> usize {
         let key = self.key(hash);
         loop {
-            if let Some(copies) = retry_read(READ_ATTEMPTS, |_| self.read_pair(&key, Copies)) {
+            if let Some(copies) = retry_read(READ_ATTEMPTS, |_| self.read_pair(hash, &key, Copies))
+            {
                 return copies;
             }
             std::thread::yield_now();
@@ -586,8 +600,10 @@ impl Doubling {
         usize::try_from(limit.saturating_sub(extra)).unwrap_or(usize::MAX)
     }
 
+    /// The lanes in use at which the table after `k` doublings doubles.
+    #[inline(always)]
     fn load_limit(&self, k: u32) -> u64 {
-        (self.table.buckets(k) as f64 * LANES as f64 * MAX_LOAD) as u64
+        self.load_limits[k as usize]
     }
 
     /// Lanes in use (exact while no writer runs).
@@ -755,6 +771,12 @@ impl Doubling {
             (next, left) = (at, words.count() as u64);
             let _ = bitmaps[parts.doublings as usize].set(bitmap);
         }
+        let base = parts.table.base() as f64;
+        let load_limits = std::array::from_fn(|k| {
+            // `base · 2^k` exactly: a power of two scales without rounding.
+            let buckets = base * 2f64.powi(k as i32);
+            (buckets * LANES as f64 * MAX_LOAD) as u64
+        });
         Doubling {
             stripes: StripeSet::new(parts.stripes),
             keys: parts.keys,
@@ -768,6 +790,7 @@ impl Doubling {
             planned: parts.planned,
             tail_bits: parts.tail_bits,
             counts: Counts::new(&parts.totals),
+            load_limits,
             target: parts.target,
             rng: parts.rng,
             grow: GrowLock::new(),

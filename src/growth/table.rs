@@ -47,6 +47,8 @@ pub(super) struct Table {
     lane_mask: u64,
     /// The lowest bit of each of a bucket's four lanes, when they fit one word (else 0).
     lane_ones: u64,
+    /// The anchor bits of each of a narrow bucket's four lanes (`anchors_agree`).
+    anchor_fields: u64,
     /// Doublings from which the table outgrows the caches closest to a core
     /// (`storage::PREFETCH_FROM_BYTES`).
     prefetch_from: u32,
@@ -66,6 +68,12 @@ impl Located<'_> {
     pub(crate) fn prefetch(self) {
         crate::storage::prefetch(&self.words[(self.bit / 64) as usize]);
     }
+}
+
+/// The stripe key of bucket `bucket` of segment `segment` (`Table::stripe_key`).
+#[inline(always)]
+fn group_stripe_key(segment: usize, bucket: u64) -> usize {
+    ((bucket >> GROUP_SHIFT) as usize).wrapping_add(segment.wrapping_mul(0x9e37_79b9))
 }
 
 /// Words for `buckets` buckets of four `width`-bit lanes, plus the spare words.
@@ -127,19 +135,21 @@ impl Table {
 
     fn of(width: u32, base: u64, segments: Box<[OnceLock<BucketWords>]>, huge_pages: bool) -> Self {
         let narrow = LANES as u32 * width <= 64;
+        let lane_ones = if narrow {
+            (0..LANES)
+                .map(|lane| 1u64 << (lane * u64::from(width)))
+                .sum()
+        } else {
+            0
+        };
         Table {
             width,
             base,
             segments,
             huge_pages,
             lane_mask: (1u64 << width) - 1,
-            lane_ones: if narrow {
-                (0..LANES)
-                    .map(|lane| 1u64 << (lane * u64::from(width)))
-                    .sum()
-            } else {
-                0
-            },
+            lane_ones,
+            anchor_fields: ((1 << ANCHOR_BITS) - 1) * lane_ones,
             prefetch_from: {
                 let buckets = PREFETCH_FROM_BYTES * 8 / (LANES * u64::from(width));
                 (0..=MAX_DOUBLINGS)
@@ -228,18 +238,28 @@ impl Table {
     #[inline(always)]
     fn locate(&self, pos: Pos) -> (&BucketWords, u64) {
         let (segment, bucket) = self.segment_of(pos);
-        let words = self.segments[segment]
-            .get()
-            .expect("a bucket's segment is added before its doubling is published");
-        (words, bucket * LANES * u64::from(self.width))
+        let Located { words, bit } = self.located_in(segment, bucket);
+        (words, bit)
     }
 
     /// Where the bucket at `pos` lies, for a reader that asks for its line early
     /// ([`prefetch`](Located::prefetch)) and reads it later without locating it again.
     #[inline(always)]
     pub(crate) fn located(&self, pos: Pos) -> Located<'_> {
-        let (words, bit) = self.locate(pos);
-        Located { words, bit }
+        let (segment, bucket) = self.segment_of(pos);
+        self.located_in(segment, bucket)
+    }
+
+    /// Where bucket `bucket` of segment `segment` lies.
+    #[inline(always)]
+    fn located_in(&self, segment: usize, bucket: u64) -> Located<'_> {
+        let words = self.segments[segment]
+            .get()
+            .expect("a bucket's segment is added before its doubling is published");
+        Located {
+            words,
+            bit: bucket * LANES * u64::from(self.width),
+        }
     }
 
     /// The key of the stripe that guards the bucket at `pos`: its group of sixteen buckets
@@ -247,7 +267,18 @@ impl Table {
     #[inline(always)]
     pub(crate) fn stripe_key(&self, pos: Pos) -> usize {
         let (segment, bucket) = self.segment_of(pos);
-        ((bucket >> GROUP_SHIFT) as usize).wrapping_add(segment.wrapping_mul(0x9e37_79b9))
+        group_stripe_key(segment, bucket)
+    }
+
+    /// [`located`](Self::located) and [`stripe_key`](Self::stripe_key) of one bucket, its
+    /// segment found once.
+    #[inline(always)]
+    pub(crate) fn located_with_stripe_key(&self, pos: Pos) -> (Located<'_>, usize) {
+        let (segment, bucket) = self.segment_of(pos);
+        (
+            self.located_in(segment, bucket),
+            group_stripe_key(segment, bucket),
+        )
     }
 
     /// The four lanes of the bucket at `pos`, lane 0 in the lowest bits, followed by bits of
@@ -354,8 +385,7 @@ impl Table {
     #[inline(always)]
     pub(crate) fn anchors_agree(&self, lanes: u64, anchor: u64) -> u64 {
         debug_assert!(self.is_narrow());
-        let ones = self.lane_ones;
-        let fields = ((1 << ANCHOR_BITS) - 1) * ones;
+        let (ones, fields) = (self.lane_ones, self.anchor_fields);
         let flags = ones << ANCHOR_BITS;
         // A lane's anchor field XOR `anchor` is zero when they agree, and adding 31 to a 5-bit
         // field sets the bit above it unless the field is zero (a lane has at least 7 bits, so
@@ -440,9 +470,18 @@ impl Table {
     /// another group is never written back.
     #[inline(always)]
     pub(crate) fn set(&self, pos: Pos, lane: u64, value: u64) {
+        self.set_at(self.located(pos), lane, value);
+    }
+
+    /// [`set`](Self::set), of a located bucket.
+    #[inline(always)]
+    pub(crate) fn set_at(&self, at: Located<'_>, lane: u64, value: u64) {
         debug_assert!(value >> self.width == 0);
         let width = self.width;
-        let (words, bucket_bit) = self.locate(pos);
+        let Located {
+            words,
+            bit: bucket_bit,
+        } = at;
         let bit = bucket_bit + lane * u64::from(width);
         let word = (bit / 64) as usize;
         let shift = (bit % 64) as u32;
@@ -469,21 +508,39 @@ impl Table {
         if !self.is_narrow() {
             return self.entries(pos).contains(&0);
         }
-        let lanes = self.narrow_bucket(pos);
+        self.empty_tops(self.narrow_bucket(pos)) != 0
+    }
+
+    /// For the four lanes of a narrow table's bucket as `narrow_bucket` read them, the top
+    /// bit of each empty lane, without a branch per lane.
+    #[inline(always)]
+    fn empty_tops(&self, lanes: u64) -> u64 {
         let top = self.lane_ones << (self.width - 1);
         // A lane's bits below its top bit plus `2^(width-1) - 1` reach its top bit unless
         // they are all zero, and never carry out of the lane; with the top bit itself, each
         // lane's top bit then says whether the lane holds anything.
         let below = (self.lane_mask >> 1) * self.lane_ones;
-        let nonempty = (((lanes & below) + below) | lanes) & top;
-        nonempty != top
+        !(((lanes & below) + below) | lanes) & top
     }
 
     /// The first empty lane of the bucket at `pos`.
-    #[inline(always)]
+    #[cfg(any(test, loom))]
     pub(crate) fn empty_lane(&self, pos: Pos) -> Option<u64> {
-        let entries = self.entries(pos);
-        (0..LANES).find(|&lane| entries[lane as usize] == 0)
+        self.empty_lane_at(self.located(pos))
+    }
+
+    /// [`empty_lane`](Self::empty_lane), of a located bucket.
+    #[inline(always)]
+    pub(crate) fn empty_lane_at(&self, at: Located<'_>) -> Option<u64> {
+        if !self.is_narrow() {
+            let entries = self.entries_at(at);
+            return (0..LANES).find(|&lane| entries[lane as usize] == 0);
+        }
+        let empty = self.empty_tops(self.narrow_bucket_at(at));
+        // The lane of the lowest empty top: how many lanes' tops lie below it.
+        let below_first = (empty & empty.wrapping_neg()).wrapping_sub(1);
+        let tops = self.lane_ones << (self.width - 1);
+        (empty != 0).then(|| u64::from((tops & below_first).count_ones()))
     }
 
     /// Empties every lane (the caller keeps writers out).
@@ -604,7 +661,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn has_empty_lane_says_whether_a_lane_is_zero() {
+    fn has_empty_lane_and_empty_lane_find_the_lanes_that_are_zero() {
         let mut x = 0x0fed_cba9_8765_4321u64;
         for width in ANCHOR_BITS + 2..=32 {
             let table = Table::new(4, width, false).unwrap();
@@ -627,6 +684,11 @@ mod tests {
                 assert_eq!(
                     table.has_empty_lane(at),
                     entries.contains(&0),
+                    "width {width}, round {round}, {entries:x?}"
+                );
+                assert_eq!(
+                    table.empty_lane(at),
+                    (0..LANES).find(|&lane| entries[lane as usize] == 0),
                     "width {width}, round {round}, {entries:x?}"
                 );
             }
