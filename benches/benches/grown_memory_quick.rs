@@ -20,9 +20,11 @@
 //! construction, and every checkpoint probes the same keys. Columns: `doublings` (`*`: the last
 //! one still splitting buckets); `bits/item` = `memory_usage() × 8 / len()`; `measured` = false
 //! positives / probes; `expected` = `false_positive_rate()`; then the static filter's bits/item
-//! and measured rate. After the table: the worst point from `--worst-from` (default 1,000,000)
-//! on, by bits/item and by measured rate, each beside the static filter's at that point; and
-//! the slowest insert that doubled the table, apart from the slowest of the others.
+//! and measured rate. After the table: the worst checkpoint from `--worst-from` (default
+//! 1,000,000) on, by bits/item and by measured rate, each beside the static filter's at that
+//! point; the most bits/item at any insert from `--worst-from` on (memory grows only when an
+//! insert begins a doubling, so that peak is read right after each such insert); and the
+//! slowest insert that doubled the table, apart from the slowest of the others.
 //!
 //! **Growth to a large size**: `ATOMIC_CUCKOO_BENCH_GROW_TO` items (`100m`, `1g` or a number,
 //! `_` allowed; default `8m`, small enough for any machine), inserted with `insert_many` in
@@ -179,6 +181,8 @@ fn checkpoints(run: &Run, rate: f64) {
     // The slowest insert that doubled the table (and the slots after it), and the slowest of
     // the others.
     let (mut slowest_doubling, mut slowest_other) = ((0.0f64, 0), 0.0f64);
+    // The most bits/item right after an insert that began a doubling, and where.
+    let mut peak = (0.0f64, 0);
     for n in (run.from..=run.to).step_by(run.step) {
         for key in &keys[inserted..n] {
             let doublings = grown.doublings();
@@ -188,6 +192,10 @@ fn checkpoints(run: &Run, rate: f64) {
             if grown.doublings() != doublings {
                 if took > slowest_doubling.0 {
                     slowest_doubling = (took, grown.slots());
+                }
+                let items = grown.len();
+                if items >= run.worst_from && bits_per_item(&grown) > peak.0 {
+                    peak = (bits_per_item(&grown), items);
                 }
             } else {
                 slowest_other = slowest_other.max(took);
@@ -223,6 +231,12 @@ fn checkpoints(run: &Run, rate: f64) {
         println!(
             "from {}: most bits/item {:.2} at {} (static {:.2})",
             run.worst_from, p.grown.0, p.items, p.fixed.0
+        );
+    }
+    if peak.1 > 0 {
+        println!(
+            "from {}: most bits/item at any insert {:.2}, at {} items (just after a doubling began)",
+            run.worst_from, peak.0, peak.1
         );
     }
     if let Some(p) = worst(|p| p.grown.1) {
