@@ -40,10 +40,11 @@ pub enum InsertError {
     /// filter does not double for it: a hot key cannot take all memory. A growable filter
     /// below 90 % of its doubling load also refuses an item whose two buckets are full of the
     /// copies of one or two other items (it shares both of a hot key's buckets, one time in 32
-    /// of the items that share one of them): a doubling would part them only by chance. And it
-    /// refuses so any item for which no room can be made while it is below half its doubling
-    /// load: only buckets jammed by repeated items fail a search there, and doubling for them
-    /// would cost memory every time. (An item whose
+    /// of the items that share one of them): a doubling would part them only by chance. And,
+    /// from 4,096 buckets on, it refuses so any item for which no room can be made while it is
+    /// below half its doubling load: only buckets jammed by repeated items fail a search there,
+    /// and doubling for them would cost memory every time. (A smaller table doubles instead:
+    /// a few distinct items can jam its buckets, and the next bit parts them.) (An item whose
     /// fingerprint and buckets match a hot key's counts as a copy of it;
     /// [`contains`](crate::CuckooFilter::contains) already answers `true` for it.) Every item
     /// stored before is still stored. Use

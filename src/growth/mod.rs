@@ -76,6 +76,14 @@ const PATH_LIMITS: SearchLimits = SearchLimits {
 
 const ANCHOR_MASK: u64 = (1 << ANCHOR_BITS) - 1;
 
+/// Buckets from which a failed search below half the doubling load refuses the item instead
+/// of doubling (see `insert_key`). In a smaller table a few distinct items can share both of
+/// an item's buckets and the few around them (in randomized fills of tables built for 1 to 20
+/// items, about one in a hundred refused an item so), which the next bit parts; and however
+/// often such a table doubles for jams, it stops at this size: 4,096 buckets of at most
+/// 32-bit lanes are 64 KiB, the size of the lock stripes every growable filter holds.
+const JAMS_REFUSED_FROM: u64 = 4096;
+
 /// A table that doubles in place, with its stripes, counters and doubling state. Shared by
 /// reference: inserts and removes lock only the stripes of the buckets they change, and
 /// lookups never wait (they read optimistically and validate against the stripes' versions).
@@ -393,8 +401,9 @@ impl Doubling {
     /// - [`InsertError::ItemBucketsFull`]: both of the item's buckets hold only copies of it
     ///   (one item is stored at most eight times), or, below 90 % of the doubling load, only
     ///   copies of one or two items (hot keys), which a doubling parts only by chance; or no
-    ///   room could be made while the table is below half its doubling load (only jams, some
-    ///   out of sight of these buckets, fail a search there).
+    ///   room could be made while a table of `JAMS_REFUSED_FROM` buckets or more is below half
+    ///   its doubling load (only jams, some out of sight of these buckets, fail a search
+    ///   there).
     /// - [`InsertError::GrowthFailed`]: the new buckets could not be allocated.
     pub(crate) fn insert(&self, hash: u64) -> Result<(), InsertError> {
         self.insert_key(&self.key(hash), false).map(|_| ())
@@ -454,12 +463,12 @@ impl Doubling {
             // copies of one or two items fill (hot keys: an item shares both of a hot key's
             // buckets one time in 32 of those it shares one with, and only a doubling's bit
             // can part them, one time in two). Doubling for those would cost memory per hot
-            // key, so the item is refused. Nor does the table grow for a failed search below
-            // half its doubling load, where only jams (some not seen from these two buckets,
-            // as when many hot keys share the buckets around them) make searches fail: so a jam
-            // costs at most one doubling, and the table stays at least a quarter full. Any
-            // other failed search doubles the table: the items in the way are parted by the
-            // next bit.
+            // key, so the item is refused. Nor does a table of `JAMS_REFUSED_FROM` buckets or
+            // more grow for a failed search below half its doubling load, where only jams
+            // (some not seen from these two buckets, as when many hot keys share the buckets
+            // around them) make searches fail: so a jam costs at most one doubling there, and
+            // the table stays at least a quarter full. Any other failed search doubles the
+            // table: the items in the way are parted by the next bit.
             let occupied = self.occupied();
             if self.buckets_hold_only(key, k)
                 || (occupied < limit * 9 / 10 && self.buckets_held_by_hot_keys(key, k))
@@ -470,11 +479,13 @@ impl Doubling {
                 // A search that other writers' moves kept from finishing (its plans went stale
                 // round after round, or it read a bucket mid-move) fails like a jam: one more
                 // try tells them apart, since a jam fails again.
-                if searched_again {
+                if !searched_again {
+                    searched_again = true;
+                    continue;
+                }
+                if self.table.buckets(k) >= JAMS_REFUSED_FROM {
                     return Err(InsertError::ItemBucketsFull);
                 }
-                searched_again = true;
-                continue;
             }
             self.double(k)?;
         }
