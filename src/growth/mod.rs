@@ -78,10 +78,10 @@ const ANCHOR_MASK: u64 = (1 << ANCHOR_BITS) - 1;
 
 /// Buckets from which a failed search below half the doubling load refuses the item instead
 /// of doubling (see `insert_key`). In a smaller table a few distinct items can share both of
-/// an item's buckets and the few around them (in randomized fills of tables built for 1 to 20
-/// items, about one in a hundred refused an item so), which the next bit parts; and however
-/// often such a table doubles for jams, it stops at this size: 4,096 buckets of at most
-/// 32-bit lanes are 64 KiB, the size of the lock stripes every growable filter holds.
+/// an item's buckets and the few around them (nine over one pair of buckets of a table of 6:
+/// rare, but found by randomized fills), which the next bit parts; and however often such a
+/// table doubles for jams, it stops at this size: 4,096 buckets of at most 32-bit lanes are
+/// 64 KiB, the size of the lock stripes every growable filter holds.
 const JAMS_REFUSED_FROM: u64 = 4096;
 
 /// A table that doubles in place, with its stripes, counters and doubling state. Shared by
