@@ -21,3 +21,4 @@ mod lookups;
 mod remove;
 mod shrink;
 mod split_runs;
+mod width_churn;

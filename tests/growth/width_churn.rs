@@ -1,0 +1,322 @@
+//! Growable filters of every lane width from the smallest tables up (capacities 1 to 20, rates
+//! 0.5 to 1e-7), driven by a random mix of inserts (new items and second copies), removes of
+//! stored copies, `finish_doubling`, `shrink_to_fit`, clones and save/load round trips: every
+//! stored copy stays found by `contains`, `contains_many` and `count`, `len` counts them, and
+//! `capacity` agrees with the load limit the table doubles at.
+
+use std::collections::BTreeMap;
+
+use atomic_cuckoo::{CuckooFilter, InsertError};
+
+use crate::common::{assert_multiset_found, growable, growable_planned, seed, Rng};
+
+const RATES: [f64; 7] = [0.5, 0.2, 0.1, 0.01, 0.001, 1e-5, 1e-7];
+
+/// A target rate and planned items (`expected_items`, as a multiple of the capacity) for each
+/// lane width a growable filter of `capacity` can have: the rates above and the rates between
+/// them, planned for no doubling (the narrowest lanes, whose entries run out of bits after a
+/// few doublings), for some, and for the default growth.
+fn configs(capacity: usize) -> Vec<(u32, f64, Option<usize>)> {
+    let mut rates: Vec<f64> = RATES.to_vec();
+    let mut r = 0.5f64;
+    while r > 1e-10 {
+        rates.push(r);
+        r *= 0.6;
+    }
+    let mut by_width: Vec<(u32, f64, Option<usize>)> = Vec::new();
+    for rate in rates {
+        for expected in [Some(capacity), Some(capacity * 64), None] {
+            let builder = CuckooFilter::builder()
+                .capacity(capacity)
+                .false_positive_rate(rate)
+                .growable(true);
+            let built = match expected {
+                Some(items) => builder.expected_items(items),
+                None => builder,
+            }
+            .build();
+            // Rates finer than the widest lanes reach are refused.
+            let Ok(filter) = built else { continue };
+            let width = filter.fingerprint_bits() + 1;
+            if !by_width.iter().any(|&(w, _, _)| w == width) {
+                by_width.push((width, rate, expected));
+            }
+        }
+    }
+    by_width.sort_by_key(|&(w, _, _)| w);
+    by_width
+}
+
+/// The lanes in use at which a table of `slots` lanes doubles, by the formula the load limit
+/// had before it was cached: `buckets · 4 · 0.95`, truncated.
+fn load_limit(slots: usize) -> usize {
+    ((slots / 4) as f64 * 4.0 * 0.95) as usize
+}
+
+fn total(model: &BTreeMap<u64, usize>) -> usize {
+    model.values().sum()
+}
+
+/// `filter` holds exactly the copies of `model` (as `len` counts them) and finds each.
+fn check(at: &str, filter: &CuckooFilter, model: &BTreeMap<u64, usize>) {
+    assert_multiset_found(at, filter, model);
+    assert_eq!(filter.len(), total(model), "{at}: len");
+    assert_eq!(filter.is_empty(), model.is_empty(), "{at}: is_empty");
+    let limit = load_limit(filter.slots());
+    assert!(
+        filter.capacity() <= limit,
+        "{at}: capacity {} above the load limit {limit} of {} slots",
+        filter.capacity(),
+        filter.slots()
+    );
+    let rate = filter.false_positive_rate();
+    assert!(
+        rate.is_finite() && rate >= 0.0 && (model.is_empty() || rate > 0.0),
+        "{at}: false_positive_rate {rate} with {} copies",
+        total(model)
+    );
+}
+
+/// Clones and save/load round trips (`to_bytes`, `write_to`) of `filter` each find every copy
+/// and agree on the sizes.
+fn check_copies(at: &str, filter: &CuckooFilter, model: &BTreeMap<u64, usize>) {
+    let clone = filter.clone();
+    check(&format!("{at}, clone"), &clone, model);
+    assert_eq!(clone.slots(), filter.slots(), "{at}: clone slots");
+    let bytes = filter.to_bytes();
+    let loaded = CuckooFilter::from_bytes(&bytes)
+        .unwrap_or_else(|e| panic!("{at}: to_bytes did not load back: {e}"));
+    check(&format!("{at}, to_bytes"), &loaded, model);
+    assert_eq!(loaded.slots(), filter.slots(), "{at}: loaded slots");
+    assert_eq!(
+        loaded.capacity(),
+        filter.capacity(),
+        "{at}: loaded capacity"
+    );
+    let mut written = Vec::new();
+    filter.write_to(&mut written).unwrap();
+    let read = CuckooFilter::read_from(&written[..])
+        .unwrap_or_else(|e| panic!("{at}: write_to did not read back: {e}"));
+    check(&format!("{at}, write_to"), &read, model);
+    // A loaded filter takes new items too, and keeps finding the old ones.
+    let mut grown = model.clone();
+    for i in 0..(loaded.slots() as u64) {
+        let key = 0xdead_0000_0000 ^ i;
+        if loaded.insert(&key).is_ok() {
+            *grown.entry(key).or_default() += 1;
+        }
+    }
+    check(&format!("{at}, loaded then grown"), &loaded, &grown);
+}
+
+#[test]
+fn items_stay_found_through_churn_at_every_width_from_capacity_one_to_twenty() {
+    let seed = seed("items_stay_found_through_churn_at_every_width_from_capacity_one_to_twenty");
+    let mut rng = Rng::new(seed);
+    for capacity in 1..=20usize {
+        for (width, rate, expected) in configs(capacity) {
+            let mut filter = growable_planned(capacity, rate, expected);
+            let mut model: BTreeMap<u64, usize> = BTreeMap::new();
+            let mut refused_new = 0;
+            let ops = 260 + rng.below(200) as usize;
+            for op in 0..ops {
+                let at = format!(
+                    "seed {seed}, width {width}, rate {rate}, expected {expected:?}, \
+                     capacity {capacity}, op {op}"
+                );
+                let roll = rng.below(100);
+                if roll < 60 || model.is_empty() {
+                    let key = rng.next_u64();
+                    match filter.insert(&key) {
+                        Ok(()) => *model.entry(key).or_default() += 1,
+                        Err(InsertError::ItemBucketsFull) => refused_new += 1,
+                        Err(e) => panic!("{at}: insert of a new item: {e:?}"),
+                    }
+                } else if roll < 68 {
+                    // A second copy of a stored item.
+                    let i = rng.below(model.len() as u64) as usize;
+                    let key = *model.keys().nth(i).unwrap();
+                    match filter.insert(&key) {
+                        Ok(()) => *model.get_mut(&key).unwrap() += 1,
+                        Err(InsertError::ItemBucketsFull) => {}
+                        Err(e) => panic!("{at}: insert of a copy: {e:?}"),
+                    }
+                } else if roll < 93 {
+                    let i = rng.below(model.len() as u64) as usize;
+                    let key = *model.keys().nth(i).unwrap();
+                    assert!(filter.remove(&key), "{at}: remove of stored {key:#x}");
+                    let copies = model.get_mut(&key).unwrap();
+                    *copies -= 1;
+                    if *copies == 0 {
+                        model.remove(&key);
+                    }
+                } else if roll < 95 {
+                    filter.finish_doubling();
+                    assert!(!filter.is_doubling(), "{at}: finish_doubling");
+                } else if roll < 97 {
+                    let slots = filter.slots();
+                    filter.shrink_to_fit();
+                    assert!(filter.slots() <= slots, "{at}: shrink grew the table");
+                    assert!(!filter.is_doubling(), "{at}: shrink left a doubling");
+                    check(&format!("{at}, after shrink"), &filter, &model);
+                } else {
+                    check_copies(&at, &filter, &model);
+                }
+                if op % 8 == 0 {
+                    check(&at, &filter, &model);
+                }
+            }
+            let at = format!(
+                "seed {seed}, width {width}, rate {rate}, expected {expected:?}, \
+                 capacity {capacity}, end"
+            );
+            check(&at, &filter, &model);
+            check_copies(&at, &filter, &model);
+            assert!(
+                refused_new * 20 <= ops,
+                "{at}: {refused_new} of {ops} new items refused"
+            );
+            // Empty it by removes, then shrink: everything goes, and the filter starts over.
+            for (&key, &copies) in &model {
+                for _ in 0..copies {
+                    assert!(filter.remove(&key), "{at}: final remove of {key:#x}");
+                }
+            }
+            assert_eq!(filter.len(), 0, "{at}: len after removing everything");
+            filter.shrink_to_fit();
+            check(
+                &format!("{at}, emptied and shrunk"),
+                &filter,
+                &BTreeMap::new(),
+            );
+        }
+    }
+}
+
+/// The capacity of a filter whose entries each have one lane (distinct items, lanes wide
+/// enough that no doubling leaves copies behind) is the load limit, at every doubling count
+/// and in the middle of doublings: the cached limits equal the formula.
+#[test]
+fn capacity_equals_the_load_limit_at_every_doubling_for_many_bases() {
+    let seed = seed("capacity_equals_the_load_limit_at_every_doubling_for_many_bases");
+    let mut rng = Rng::new(seed);
+    for capacity in (1..=40).chain([63, 64, 65, 100, 127, 128, 129, 1000, 4097]) {
+        for rate in [1e-5, 1e-7] {
+            let filter = growable(capacity, rate);
+            let at = format!("seed {seed}, capacity {capacity}, rate {rate}");
+            assert_eq!(filter.capacity(), load_limit(filter.slots()), "{at}: fresh");
+            assert!(
+                filter.capacity() >= capacity,
+                "{at}: below the capacity asked for"
+            );
+            let mut inserted = 0usize;
+            let mut last = 0;
+            while filter.doublings() < 7 && inserted < 40_000 {
+                let slots_before = filter.slots();
+                let limit_before = load_limit(slots_before);
+                filter.insert(&rng.next_u64()).unwrap();
+                inserted += 1;
+                assert_eq!(filter.len(), inserted, "{at}: len");
+                if filter.doublings() != last {
+                    last = filter.doublings();
+                    // The insert that doubles found `limit_before` lanes in use.
+                    assert!(
+                        inserted - 1 >= limit_before / 2,
+                        "{at}: doubled at {} items, limit {limit_before}",
+                        inserted - 1
+                    );
+                }
+                assert_eq!(
+                    filter.capacity(),
+                    load_limit(filter.slots()),
+                    "{at}: {} doublings, {inserted} items",
+                    filter.doublings()
+                );
+                assert!(
+                    filter.len() <= filter.capacity(),
+                    "{at}: len above capacity"
+                );
+            }
+        }
+    }
+}
+
+/// Far past the doublings the lanes were planned for (entries run out of tail bits, and
+/// doublings leave copies behind), at every width: every stored copy stays found while some
+/// are removed, after each doubling begins (checked with its clone and its saved bytes), and
+/// after removes and `shrink_to_fit` bring the table back down.
+#[test]
+fn items_stay_found_far_past_the_planned_doublings_and_after_shrinking_back() {
+    let seed = seed("items_stay_found_far_past_the_planned_doublings_and_after_shrinking_back");
+    let mut rng = Rng::new(seed);
+    for capacity in [1usize, 3] {
+        for (width, rate, expected) in configs(capacity) {
+            let at = format!(
+                "seed {seed}, width {width}, rate {rate}, expected {expected:?}, \
+                 capacity {capacity}"
+            );
+            let mut filter = growable_planned(capacity, rate, expected);
+            let mut model: BTreeMap<u64, usize> = BTreeMap::new();
+            let mut doublings = 0;
+            let mut was_doubling = false;
+            let target = 3000 + rng.below(1500) as usize;
+            while total(&model) < target {
+                let key = rng.next_u64();
+                match filter.insert(&key) {
+                    Ok(()) => *model.entry(key).or_default() += 1,
+                    Err(InsertError::ItemBucketsFull) => {}
+                    Err(e) => panic!("{at}: insert: {e:?}"),
+                }
+                if rng.below(4) == 0 {
+                    let i = rng.below(model.len() as u64) as usize;
+                    let key = *model.keys().nth(i).unwrap();
+                    assert!(filter.remove(&key), "{at}: remove of stored {key:#x}");
+                    model.remove(&key);
+                }
+                let now = (filter.doublings(), filter.is_doubling());
+                if now != (doublings, was_doubling) {
+                    (doublings, was_doubling) = now;
+                    let at = format!("{at}, {doublings} doublings, splitting {was_doubling}");
+                    check(&at, &filter, &model);
+                    if doublings % 3 == 0 {
+                        check_copies(&at, &filter, &model);
+                    }
+                }
+            }
+            assert!(filter.doublings() >= 7, "{at}: only {doublings} doublings");
+            println!(
+                "{at}: {} doublings, {} lanes",
+                filter.doublings(),
+                filter.fingerprint_bits() + 1
+            );
+            check(&format!("{at}, grown"), &filter, &model);
+            // Remove nearly everything, shrink, and check at each step back down.
+            let keys: Vec<u64> = model.keys().copied().collect();
+            for (n, key) in keys.iter().enumerate() {
+                if n % 10 == 0 {
+                    continue;
+                }
+                assert!(filter.remove(key), "{at}: remove of {key:#x}");
+                model.remove(key);
+                if n % 97 == 0 {
+                    let slots = filter.slots();
+                    filter.shrink_to_fit();
+                    assert!(filter.slots() <= slots, "{at}: shrink grew the table");
+                    check(&format!("{at}, shrunk after {n} removes"), &filter, &model);
+                }
+            }
+            filter.shrink_to_fit();
+            let at = format!("{at}, shrunk to {} slots", filter.slots());
+            check(&at, &filter, &model);
+            check_copies(&at, &filter, &model);
+            // And it grows again.
+            for _ in 0..2 * filter.slots() {
+                let key = rng.next_u64();
+                if filter.insert(&key).is_ok() {
+                    *model.entry(key).or_default() += 1;
+                }
+            }
+            check(&format!("{at}, regrown"), &filter, &model);
+        }
+    }
+}
