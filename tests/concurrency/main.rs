@@ -8,6 +8,7 @@ mod common;
 mod format_model;
 
 mod contended_inserts;
+mod every_width_growth;
 mod expanding;
 mod insert_unique;
 mod layout_stress;
