@@ -12,6 +12,7 @@ mod serde_bytes;
 mod watchdog;
 
 mod growable;
+mod growable_mutations;
 mod nested_ops;
 mod save_chaos;
 mod save_corners;
