@@ -471,3 +471,60 @@ fn distinct_items_fill_a_growable_filter_of_capacity_twenty_without_a_refusal() 
         }
     }
 }
+
+/// `false_positive_rate()` is what lookups of absent items measure (within sampling noise
+/// and a quarter), and at most the target while the filter holds no more than the items its
+/// lanes were planned for, at every width: mid-doubling, after it, and after removes.
+#[test]
+fn false_positive_rate_matches_measured_lookups_and_stays_under_the_target_at_every_width() {
+    let seed = seed(
+        "false_positive_rate_matches_measured_lookups_and_stays_under_the_target_at_every_width",
+    );
+    let mut rng = Rng::new(seed);
+    let capacity = 1;
+    let mut checked = 0;
+    for (width, rate, expected) in configs(capacity) {
+        // The default plan: 131,072 times the first capacity.
+        let planned = expected.unwrap_or(131_072 * capacity);
+        checked += 1;
+        let filter = growable_planned(capacity, rate, expected);
+        let mut stored = Vec::new();
+        let at = format!("seed {seed}, width {width}, rate {rate}, planned {planned}");
+        for step in 0..4 {
+            while stored.len() < planned * (step + 1) / 4 {
+                let key = rng.next_u64();
+                filter.insert(&key).unwrap();
+                stored.push(key);
+            }
+            if step == 3 {
+                // Take out a quarter again.
+                for key in stored.drain(..planned / 4) {
+                    assert!(filter.remove(&key), "{at}: remove");
+                }
+            }
+            let reported = filter.false_positive_rate();
+            assert!(
+                reported <= rate,
+                "{at}, step {step}: reported {reported} above the target with {} of {planned} \
+                 items, {} doublings",
+                stored.len(),
+                filter.doublings()
+            );
+            let probes = 200_000;
+            let hits = (0..probes)
+                .filter(|_| filter.contains(&rng.next_u64()))
+                .count();
+            let measured = hits as f64 / probes as f64;
+            let noise = 5.0 * (reported / probes as f64).sqrt() + 3.0 / probes as f64;
+            assert!(
+                (measured - reported).abs() <= noise + 0.25 * reported,
+                "{at}, step {step}: measured {measured} ({hits} hits), reported {reported}, \
+                 {} items, {} doublings, splitting {}",
+                stored.len(),
+                filter.doublings(),
+                filter.is_doubling()
+            );
+        }
+    }
+    assert!(checked >= 20, "{checked} widths");
+}
