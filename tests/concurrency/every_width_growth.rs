@@ -274,3 +274,88 @@ fn items_stay_found_and_insert_unique_has_one_winner_at_every_width_while_tiny_t
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// `clear` while a writer inserts and doubles a tiny table and a reader looks up: every item
+/// whose insert began after the last clear began (and no clear since) is found, at every
+/// width; `len` after the writer stops counts exactly the items inserted since the last clear.
+#[test]
+fn items_inserted_after_a_concurrent_clear_stay_found_at_every_width() {
+    use std::sync::atomic::AtomicU64;
+    let seed = seed("items_inserted_after_a_concurrent_clear_stay_found_at_every_width");
+    let mut failures = Vec::new();
+    for (width, rate, expected) in filters_by_width(2) {
+        let filter = build(2, rate, expected).unwrap();
+        let started = AtomicU64::new(0);
+        let done = AtomicU64::new(0);
+        let stop = AtomicBool::new(false);
+        // Per item: the clears begun before its insert began, plus one once it returned.
+        let gens: Vec<AtomicU64> = (0..STABLE).map(|_| AtomicU64::new(0)).collect();
+        let published = AtomicUsize::new(0);
+        let fails = std::sync::Mutex::new(Vec::<String>::new());
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for i in 0..STABLE {
+                    let g = started.load(Ordering::SeqCst);
+                    if filter.insert(&stable(seed, i)).is_err() {
+                        fails
+                            .lock()
+                            .unwrap()
+                            .push(format!("width {width}: insert {i} failed"));
+                        break;
+                    }
+                    gens[i].store(g + 1, Ordering::Release);
+                    published.store(i + 1, Ordering::Release);
+                }
+                stop.store(true, Ordering::Release);
+            });
+            s.spawn(|| {
+                let mut rng = Rng::new(seed ^ u64::from(width));
+                while !stop.load(Ordering::Acquire) {
+                    let n = published.load(Ordering::Acquire);
+                    if n == 0 {
+                        std::thread::yield_now();
+                        continue;
+                    }
+                    let i = n - 1 - rng.below(n.min(64) as u64) as usize;
+                    let g = gens[i].load(Ordering::Acquire) - 1;
+                    let before = started.load(Ordering::SeqCst);
+                    let found = filter.contains(&stable(seed, i));
+                    let after = started.load(Ordering::SeqCst);
+                    if before == g && after == g && done.load(Ordering::SeqCst) == g && !found {
+                        fails.lock().unwrap().push(format!(
+                            "width {width}: item {i} (inserted after clear {g}) missed, {} \
+                             doublings",
+                            filter.doublings()
+                        ));
+                    }
+                }
+            });
+            let mut rng = Rng::new(seed ^ 0xc1ea);
+            while !stop.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_micros(100 + rng.below(900)));
+                started.fetch_add(1, Ordering::SeqCst);
+                filter.clear();
+                done.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        let g = started.load(Ordering::SeqCst);
+        let n = published.load(Ordering::Relaxed);
+        let kept = (0..n)
+            .filter(|&i| gens[i].load(Ordering::Relaxed) - 1 == g)
+            .count();
+        if let Some(i) = (0..n).find(|&i| {
+            gens[i].load(Ordering::Relaxed) - 1 == g && !filter.contains(&stable(seed, i))
+        }) {
+            failures.push(format!("width {width}: item {i} missed at the end"));
+        }
+        // Items whose insert overlapped the last clear may or may not have been cleared.
+        if filter.len() < kept {
+            failures.push(format!(
+                "width {width}: len {} below the {kept} items inserted after the last clear",
+                filter.len()
+            ));
+        }
+        failures.extend(fails.into_inner().unwrap());
+    }
+    assert!(failures.is_empty(), "seed {seed}: {failures:#?}");
+}
