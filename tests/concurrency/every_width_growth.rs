@@ -276,26 +276,31 @@ fn items_stay_found_and_insert_unique_has_one_winner_at_every_width_while_tiny_t
 }
 
 /// `clear` while a writer inserts and doubles a tiny table and a reader looks up: every item
-/// whose insert began after the last clear began (and no clear since) is found, at every
+/// whose insert began after the last clear ended (and no clear began since) is found, at every
 /// width; `len` after the writer stops counts exactly the items inserted since the last clear.
 #[test]
 fn items_inserted_after_a_concurrent_clear_stay_found_at_every_width() {
     use std::sync::atomic::AtomicU64;
     let seed = seed("items_inserted_after_a_concurrent_clear_stay_found_at_every_width");
     let mut failures = Vec::new();
-    for (width, rate, expected) in filters_by_width(2) {
+    let mut clears = 0;
+    let configs = filters_by_width(2);
+    // Each width five times, with fresh filters.
+    for (width, rate, expected) in configs.iter().flat_map(|&c| std::iter::repeat_n(c, 5)) {
         let filter = build(2, rate, expected).unwrap();
         let started = AtomicU64::new(0);
         let done = AtomicU64::new(0);
         let stop = AtomicBool::new(false);
-        // Per item: the clears begun before its insert began, plus one once it returned.
+        // Per item: the clears finished before its insert began, plus one once it returned.
+        // (An insert that begins while a clear is under way may end before the clear freezes
+        // writers, and be cleared.)
         let gens: Vec<AtomicU64> = (0..STABLE).map(|_| AtomicU64::new(0)).collect();
         let published = AtomicUsize::new(0);
         let fails = std::sync::Mutex::new(Vec::<String>::new());
         std::thread::scope(|s| {
             s.spawn(|| {
                 for i in 0..STABLE {
-                    let g = started.load(Ordering::SeqCst);
+                    let g = done.load(Ordering::SeqCst);
                     if filter.insert(&stable(seed, i)).is_err() {
                         fails
                             .lock()
@@ -332,13 +337,18 @@ fn items_inserted_after_a_concurrent_clear_stay_found_at_every_width() {
             });
             let mut rng = Rng::new(seed ^ 0xc1ea);
             while !stop.load(Ordering::Acquire) {
-                std::thread::sleep(Duration::from_micros(100 + rng.below(900)));
+                // A few clears in each run of the writer, which takes a millisecond or so.
+                let until = Instant::now() + Duration::from_micros(20 + rng.below(300));
+                while Instant::now() < until && !stop.load(Ordering::Acquire) {
+                    std::hint::spin_loop();
+                }
                 started.fetch_add(1, Ordering::SeqCst);
                 filter.clear();
                 done.fetch_add(1, Ordering::SeqCst);
             }
         });
         let g = started.load(Ordering::SeqCst);
+        clears += g;
         let n = published.load(Ordering::Relaxed);
         let kept = (0..n)
             .filter(|&i| gens[i].load(Ordering::Relaxed) - 1 == g)
@@ -358,4 +368,6 @@ fn items_inserted_after_a_concurrent_clear_stay_found_at_every_width() {
         failures.extend(fails.into_inner().unwrap());
     }
     assert!(failures.is_empty(), "seed {seed}: {failures:#?}");
+    println!("{clears} clears");
+    assert!(clears >= 20, "only {clears} clears");
 }
