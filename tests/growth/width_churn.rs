@@ -528,3 +528,164 @@ fn false_positive_rate_matches_measured_lookups_and_stays_under_the_target_at_ev
     }
     assert!(checked >= 20, "{checked} widths");
 }
+
+/// SplitMix64's finaliser (the growable table's `mix`) undone: the hash whose stream is a
+/// chosen value.
+fn unmix(mut z: u64) -> u64 {
+    fn inverse(x: u64) -> u64 {
+        let mut inv = x;
+        for _ in 0..6 {
+            inv = inv.wrapping_mul(2u64.wrapping_sub(x.wrapping_mul(inv)));
+        }
+        inv
+    }
+    fn unxorshift(z: u64, s: u32) -> u64 {
+        let mut x = z;
+        for _ in 0..64 / s + 1 {
+            x = z ^ (x >> s);
+        }
+        x
+    }
+    z = unxorshift(z, 31);
+    z = z.wrapping_mul(inverse(0x94d0_49bb_1331_11eb));
+    z = unxorshift(z, 27);
+    z = z.wrapping_mul(inverse(0xbf58_476d_1ce4_e5b9));
+    unxorshift(z, 30)
+}
+
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Families of items (hashes, through an identity hasher) that share their home bucket,
+/// anchor and the low bits of their stream, so that their entries are told apart by a few
+/// tail bits at first and become identical after some doublings: removes of some never make
+/// another unfindable, through doublings, shrinks, clones and save/load, at every width.
+#[test]
+fn removing_items_whose_entries_collide_never_hides_another_at_every_width() {
+    use crate::common::Identity;
+    assert_eq!(mix(unmix(0x1234_5678_9abc_def0)), 0x1234_5678_9abc_def0);
+    let seed = seed("removing_items_whose_entries_collide_never_hides_another_at_every_width");
+    let mut rng = Rng::new(seed);
+    let mut doublings = Vec::new();
+    for capacity in [1usize, 3, 7] {
+        for (width, rate, expected) in configs(capacity) {
+            let builder = CuckooFilter::builder()
+                .capacity(capacity)
+                .false_positive_rate(rate)
+                .growable(true)
+                .hasher(Identity);
+            let mut filter = match expected {
+                Some(items) => builder.expected_items(items),
+                None => builder,
+            }
+            .build()
+            .unwrap();
+            let base = (filter.slots() / 4) as u64;
+            let at = format!(
+                "seed {seed}, width {width}, rate {rate}, expected {expected:?}, capacity {capacity}"
+            );
+            // A family: home, anchor, the low `shared` stream bits; members differ above.
+            let families: Vec<(u64, u64, u64, u32)> = (0..6)
+                .map(|_| {
+                    (
+                        rng.below(base),
+                        rng.below(32),
+                        rng.next_u64(),
+                        2 + rng.below(10) as u32,
+                    )
+                })
+                .collect();
+            let member = |rng: &mut Rng, (home, anchor, low, shared): (u64, u64, u64, u32)| loop {
+                let mask = (1u64 << shared) - 1;
+                let stream = (low & mask) | (rng.next_u64() & !mask);
+                let hash = unmix(stream) ^ 0x5851_f42d_4c95_7f2d;
+                if hash & 31 == anchor && ((hash >> 32) * base) >> 32 == home {
+                    return hash;
+                }
+            };
+            let mut members: Vec<Vec<u64>> = families
+                .iter()
+                .map(|&f| (0..6).map(|_| member(&mut rng, f)).collect())
+                .collect();
+            let mut model: BTreeMap<u64, usize> = BTreeMap::new();
+            for op in 0..400 {
+                let at = format!("{at}, op {op}");
+                match rng.below(10) {
+                    0..=3 => {
+                        let f = rng.below(6) as usize;
+                        let i = rng.below(members[f].len() as u64) as usize;
+                        let key = members[f][i];
+                        if filter.insert(&key).is_ok() {
+                            *model.entry(key).or_default() += 1;
+                        }
+                    }
+                    4..=5 => {
+                        // Filler, so that the table doubles past the planned doublings.
+                        for _ in 0..12 {
+                            let key = rng.next_u64();
+                            if filter.insert(&key).is_ok() {
+                                *model.entry(key).or_default() += 1;
+                            }
+                        }
+                    }
+                    6..=7 if !model.is_empty() => {
+                        let i = rng.below(model.len() as u64) as usize;
+                        let key = *model.keys().nth(i).unwrap();
+                        assert!(filter.remove(&key), "{at}: remove of stored {key:#x}");
+                        let copies = model.get_mut(&key).unwrap();
+                        *copies -= 1;
+                        if *copies == 0 {
+                            model.remove(&key);
+                        }
+                    }
+                    8 => {
+                        let f = rng.below(6) as usize;
+                        let fam = families[f];
+                        members[f].push(member(&mut rng, fam));
+                    }
+                    _ => match rng.below(4) {
+                        0 => filter.shrink_to_fit(),
+                        1 => filter.finish_doubling(),
+                        2 => {
+                            let clone = filter.clone();
+                            crate::common::assert_multiset_found(
+                                &format!("{at}, clone"),
+                                &clone,
+                                &model,
+                            );
+                        }
+                        _ => {
+                            let loaded =
+                                CuckooFilter::from_bytes_with_hasher(&filter.to_bytes(), Identity)
+                                    .unwrap();
+                            crate::common::assert_multiset_found(
+                                &format!("{at}, loaded"),
+                                &loaded,
+                                &model,
+                            );
+                            assert_eq!(loaded.len(), filter.len(), "{at}: loaded len");
+                        }
+                    },
+                }
+                if op % 8 == 0 {
+                    crate::common::assert_multiset_found(&at, &filter, &model);
+                } else {
+                    for family in &members {
+                        for key in family {
+                            if model.contains_key(key) {
+                                assert!(filter.contains(key), "{at}: {key:#x} missed");
+                            }
+                        }
+                    }
+                }
+                assert_eq!(filter.len(), total(&model), "{at}: len");
+            }
+            crate::common::assert_multiset_found(&at, &filter, &model);
+            doublings.push(filter.doublings());
+        }
+    }
+    println!("doublings reached: {doublings:?}");
+}
