@@ -69,6 +69,12 @@ fn check(at: &str, filter: &CuckooFilter, model: &BTreeMap<u64, usize>) {
         filter.capacity(),
         filter.slots()
     );
+    let table = filter.slots() * (filter.fingerprint_bits() as usize + 1) / 8;
+    assert!(
+        filter.memory_usage() >= table,
+        "{at}: memory_usage {} below the table's {table} bytes",
+        filter.memory_usage()
+    );
     let rate = filter.false_positive_rate();
     assert!(
         rate.is_finite() && rate >= 0.0 && (model.is_empty() || rate > 0.0),
@@ -83,6 +89,13 @@ fn check_copies(at: &str, filter: &CuckooFilter, model: &BTreeMap<u64, usize>) {
     let clone = filter.clone();
     check(&format!("{at}, clone"), &clone, model);
     assert_eq!(clone.slots(), filter.slots(), "{at}: clone slots");
+    // A clone copies no finished doubling's bitmap.
+    assert!(
+        clone.memory_usage() <= filter.memory_usage(),
+        "{at}: clone uses {} bytes, the original {}",
+        clone.memory_usage(),
+        filter.memory_usage()
+    );
     let bytes = filter.to_bytes();
     let loaded = CuckooFilter::from_bytes(&bytes)
         .unwrap_or_else(|e| panic!("{at}: to_bytes did not load back: {e}"));
