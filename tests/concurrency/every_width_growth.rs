@@ -8,7 +8,7 @@
 //!   without churn a key with none is found (it matched an entry that stays);
 //! - a reader checks that every published stable item and every shared key whose
 //!   `insert_unique` returned `Ok(true)` is found by `contains`, `contains_many` and `count`;
-//! - a saver clones and saves (`to_bytes`) mid-doubling: each copy holds every stable item
+//! - a saver clones and saves (`to_bytes`, `write_to`) mid-doubling: each copy holds every stable item
 //!   published before it began.
 //!
 //! Each configuration runs for a bounded time and the test prints its seed.
@@ -212,16 +212,26 @@ fn round(
                 std::thread::sleep(Duration::from_micros(200 + rng.below(800)));
                 let n = published.load(Ordering::Acquire);
                 let mid = filter.is_doubling();
-                let copy = if rng.below(2) == 0 {
-                    filter.clone()
-                } else {
-                    match CuckooFilter::from_bytes(&filter.to_bytes()) {
+                let copy = match rng.below(3) {
+                    0 => filter.clone(),
+                    1 => {
+                        let mut written = Vec::new();
+                        filter.write_to(&mut written).unwrap();
+                        match CuckooFilter::read_from(&written[..]) {
+                            Ok(f) => f,
+                            Err(e) => {
+                                fail(format!("width {width}: a write_to did not read back: {e}"));
+                                continue;
+                            }
+                        }
+                    }
+                    _ => match CuckooFilter::from_bytes(&filter.to_bytes()) {
                         Ok(f) => f,
                         Err(e) => {
                             fail(format!("width {width}: a save did not load: {e}"));
                             continue;
                         }
-                    }
+                    },
                 };
                 if let Some(i) = (0..n).find(|&i| !copy.contains(&stable(seed, i))) {
                     fail(format!(
