@@ -702,3 +702,40 @@ fn removing_items_whose_entries_collide_never_hides_another_at_every_width() {
     }
     println!("doublings reached: {doublings:?}");
 }
+
+/// Whatever the known jam makes of the last insert (see the two ignored tests above), every
+/// item stored before it is still found and `len` counts exactly the accepted inserts; and
+/// the filter takes more items afterwards.
+#[test]
+fn a_refused_distinct_item_leaves_every_stored_item_found_and_len_exact() {
+    for (filter, keys) in [
+        (
+            growable(20, 1.421514401496484e-6),
+            &REFUSED_AT_TEN_OF_TWENTY[..],
+        ),
+        (
+            growable_planned(1, 1e-5, Some(1)),
+            &REFUSED_AT_41_PERCENT[..],
+        ),
+    ] {
+        let mut model: BTreeMap<u64, usize> = BTreeMap::new();
+        for key in keys {
+            if filter.insert(key).is_ok() {
+                model.insert(*key, 1);
+            }
+        }
+        check("after the jammed insert", &filter, &model);
+        for i in 0..200u64 {
+            let key = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x00ab_cdef;
+            if filter.insert(&key).is_ok() {
+                *model.entry(key).or_default() += 1;
+            }
+        }
+        check("after 200 more", &filter, &model);
+        assert!(
+            model.len() >= keys.len() - 1 + 190,
+            "{} stored",
+            model.len()
+        );
+    }
+}
