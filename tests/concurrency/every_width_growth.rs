@@ -16,7 +16,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use atomic_cuckoo::{CuckooFilter, InsertError};
+use atomic_cuckoo::CuckooFilter;
 
 use crate::common::{seed, Rng};
 
@@ -101,11 +101,9 @@ fn round(
                 candidate += 1;
                 match filter.insert(&key) {
                     Ok(()) => {}
-                    // A distinct item refused in a tiny table: the jam that
+                    // Distinct items, never refused (not even by a jam of a tiny table: see
                     // `distinct_items_fill_a_growable_filter_of_capacity_twenty_without_a_refusal`
-                    // (tests/growth/width_churn.rs) shows, a known bug tested there; take the
-                    // next candidate.
-                    Err(InsertError::ItemBucketsFull) => continue,
+                    // in tests/growth/width_churn.rs).
                     Err(e) => {
                         fail(format!("width {width}: insert of stable {i}: {e:?}"));
                         break;
@@ -148,8 +146,7 @@ fn round(
                             returned[j].store(1, Ordering::Release);
                         }
                         Ok(false) => {}
-                        // The known jam of distinct items in tiny tables (see the writer).
-                        Err(InsertError::ItemBucketsFull) => continue,
+                        // Distinct items: never refused (see the writer).
                         Err(e) => {
                             fail(format!("width {width}: racer {r}: shared {j}: {e:?}"));
                             continue;
@@ -246,8 +243,8 @@ fn round(
     let raced = racers_at[0]
         .load(Ordering::Relaxed)
         .min(racers_at[1].load(Ordering::Relaxed));
-    for j in 0..raced {
-        let w = wins[j].load(Ordering::Relaxed);
+    for (j, win) in wins.iter().enumerate().take(raced) {
+        let w = win.load(Ordering::Relaxed);
         // A false match (an entry of another item that matches the key, which the writer may
         // have removed since, with churn) leaves a key with no winner; two winners, never.
         // Without removes, a key with no winner is found (the entry it matched stays).
@@ -290,7 +287,7 @@ fn items_stay_found_and_insert_unique_has_one_winner_at_every_width_while_tiny_t
             while Instant::now() < end {
                 let filter = build(capacity, rate, expected).unwrap();
                 let run_seed = seed ^ u64::from(width) ^ runs << 40;
-                let churn_on = runs % 2 == 0;
+                let churn_on = runs.is_multiple_of(2);
                 for f in round(run_seed, width, &filter, end - Instant::now(), churn_on) {
                     failures.push(format!(
                         "seed {seed}, capacity {capacity}, rate {rate}, expected {expected:?}, \
@@ -327,15 +324,11 @@ fn items_inserted_after_a_concurrent_clear_stay_found_at_every_width() {
         let fails = std::sync::Mutex::new(Vec::<String>::new());
         std::thread::scope(|s| {
             s.spawn(|| {
-                for i in 0..STABLE {
+                for (i, gen) in gens.iter().enumerate() {
                     let g = done.load(Ordering::SeqCst);
                     match filter.insert(&stable(seed, i)) {
-                        Ok(()) => gens[i].store(g + 1, Ordering::Release),
-                        // The known jam of distinct items in tiny tables (see `round`): never
-                        // checked (`u64::MAX - 1` is no clear count).
-                        Err(InsertError::ItemBucketsFull) => {
-                            gens[i].store(u64::MAX, Ordering::Release)
-                        }
+                        Ok(()) => gen.store(g + 1, Ordering::Release),
+                        // Distinct items: never refused (see `round`).
                         Err(e) => {
                             fails
                                 .lock()

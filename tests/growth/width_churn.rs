@@ -222,23 +222,13 @@ fn capacity_equals_the_load_limit_at_every_doubling_for_many_bases() {
                 filter.capacity() >= capacity,
                 "{at}: below the capacity asked for"
             );
+            // (A table this small may double before its load limit, when a search for room
+            // fails: `capacity()`'s docs.)
             let mut inserted = 0usize;
-            let mut last = 0;
             while filter.doublings() < 7 && inserted < 40_000 {
-                let slots_before = filter.slots();
-                let limit_before = load_limit(slots_before);
                 filter.insert(&rng.next_u64()).unwrap();
                 inserted += 1;
                 assert_eq!(filter.len(), inserted, "{at}: len");
-                if filter.doublings() != last {
-                    last = filter.doublings();
-                    // The insert that doubles found `limit_before` lanes in use.
-                    assert!(
-                        inserted - 1 >= limit_before / 2,
-                        "{at}: doubled at {} items, limit {limit_before}",
-                        inserted - 1
-                    );
-                }
                 assert_eq!(
                     filter.capacity(),
                     load_limit(filter.slots()),
@@ -338,7 +328,6 @@ fn items_stay_found_far_past_the_planned_doublings_and_after_shrinking_back() {
 /// the smallest tables: no two of them share a hot key's buckets often enough, and a failed
 /// search far from the doubling load is a jam that only hot keys make.
 #[test]
-#[ignore = "fails now and then (3 of 300 seeds, e.g. ATOMIC_CUCKOO_SEED=1159474): a distinct item is refused below half the doubling load, see distinct_items_fill_a_growable_filter_of_capacity_twenty_without_a_refusal"]
 fn distinct_items_are_never_refused_at_any_width_from_the_smallest_tables() {
     let seed = seed("distinct_items_are_never_refused_at_any_width_from_the_smallest_tables");
     let mut rng = Rng::new(seed);
@@ -429,7 +418,6 @@ const REFUSED_AT_41_PERCENT: [u64; 51] = [
 ];
 
 #[test]
-#[ignore = "fails: the 51st distinct item is refused (ItemBucketsFull) at 50 of 121 lanes: eight distinct items share both of its buckets, and a failed search below half the doubling load refuses instead of doubling"]
 fn fifty_one_distinct_items_all_go_into_a_growable_filter_of_capacity_one() {
     let filter = growable_planned(1, 1e-5, Some(1));
     assert_eq!(filter.fingerprint_bits() + 1, 21);
@@ -472,7 +460,6 @@ const REFUSED_AT_TEN_OF_TWENTY: [u64; 11] = [
 /// tables, the docs say, but never refuse): the eleventh distinct item into a filter built
 /// for twenty, with capacity 22, goes in.
 #[test]
-#[ignore = "fails: the 11th distinct item is refused (ItemBucketsFull) with len 10, capacity 22, no doubling: 9 distinct items share the same 2 buckets (1 and 2 of 6), a jam of distinct items that the below-half-load rule refuses instead of doubling"]
 fn distinct_items_fill_a_growable_filter_of_capacity_twenty_without_a_refusal() {
     let filter = growable(20, 1.421514401496484e-6);
     assert_eq!(filter.slots(), 24);
@@ -703,11 +690,10 @@ fn removing_items_whose_entries_collide_never_hides_another_at_every_width() {
     println!("doublings reached: {doublings:?}");
 }
 
-/// Whatever the known jam makes of the last insert (see the two ignored tests above), every
-/// item stored before it is still found and `len` counts exactly the accepted inserts; and
-/// the filter takes more items afterwards.
+/// The keys that once jammed a tiny table (see the two tests above) all go in, every item
+/// stays found and `len` counts every insert; and the filter takes more items afterwards.
 #[test]
-fn a_refused_distinct_item_leaves_every_stored_item_found_and_len_exact() {
+fn distinct_items_that_jammed_a_tiny_table_and_more_after_them_all_go_in_and_stay_found() {
     for (filter, keys) in [
         (
             growable(20, 1.421514401496484e-6),
@@ -720,22 +706,16 @@ fn a_refused_distinct_item_leaves_every_stored_item_found_and_len_exact() {
     ] {
         let mut model: BTreeMap<u64, usize> = BTreeMap::new();
         for key in keys {
-            if filter.insert(key).is_ok() {
-                model.insert(*key, 1);
-            }
+            filter.insert(key).unwrap();
+            model.insert(*key, 1);
         }
-        check("after the jammed insert", &filter, &model);
+        check("after the keys that once jammed it", &filter, &model);
         for i in 0..200u64 {
             let key = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x00ab_cdef;
-            if filter.insert(&key).is_ok() {
-                *model.entry(key).or_default() += 1;
-            }
+            filter.insert(&key).unwrap();
+            *model.entry(key).or_default() += 1;
         }
         check("after 200 more", &filter, &model);
-        assert!(
-            model.len() >= keys.len() - 1 + 190,
-            "{} stored",
-            model.len()
-        );
+        assert_eq!(model.len(), keys.len() + 200);
     }
 }
