@@ -56,16 +56,36 @@ pub fn growable_planned(
     rate: f64,
     expected: Option<usize>,
 ) -> atomic_cuckoo::CuckooFilter {
+    try_growable_planned(capacity, rate, expected)
+        .unwrap_or_else(|e| panic!("capacity {capacity} rate {rate} expected {expected:?}: {e}"))
+}
+
+/// [`growable_planned`], or the builder's error (a plan no lane width can keep).
+pub fn try_growable_planned(
+    capacity: usize,
+    rate: f64,
+    expected: Option<usize>,
+) -> Result<atomic_cuckoo::CuckooFilter, atomic_cuckoo::BuildError> {
+    try_growable_planned_with(capacity, rate, expected, atomic_cuckoo::DefaultHashBuilder)
+}
+
+/// [`try_growable_planned`] with the hasher `hasher`.
+pub fn try_growable_planned_with<S: std::hash::BuildHasher>(
+    capacity: usize,
+    rate: f64,
+    expected: Option<usize>,
+    hasher: S,
+) -> Result<atomic_cuckoo::CuckooFilter<S>, atomic_cuckoo::BuildError> {
     let builder = atomic_cuckoo::CuckooFilter::builder()
         .capacity(capacity)
         .false_positive_rate(rate)
-        .growable(true);
+        .growable(true)
+        .hasher(hasher);
     match expected {
         Some(items) => builder.expected_items(items),
         None => builder,
     }
     .build()
-    .unwrap_or_else(|e| panic!("capacity {capacity} rate {rate} expected {expected:?}: {e}"))
 }
 
 /// A growable filter (`Builder::growable`) for `capacity` items before its first doubling at a

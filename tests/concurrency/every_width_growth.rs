@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use atomic_cuckoo::CuckooFilter;
 
-use crate::common::{seed, Rng};
+use crate::common::{seed, try_growable_planned, Rng};
 
 const STABLE: usize = 2000;
 const SHARED: usize = 3000;
@@ -43,16 +43,7 @@ fn filters_by_width(capacity: usize) -> Vec<(u32, f64, Option<usize>)> {
 }
 
 fn build(capacity: usize, rate: f64, expected: Option<usize>) -> Option<CuckooFilter> {
-    let builder = CuckooFilter::builder()
-        .capacity(capacity)
-        .false_positive_rate(rate)
-        .growable(true);
-    match expected {
-        Some(items) => builder.expected_items(items),
-        None => builder,
-    }
-    .build()
-    .ok()
+    try_growable_planned(capacity, rate, expected).ok()
 }
 
 fn stable(seed: u64, i: usize) -> u64 {

@@ -6,7 +6,9 @@ use std::hash::BuildHasher;
 
 use atomic_cuckoo::{CuckooFilter, CuckooSet, InsertError};
 
-use crate::common::{distinct_keys, growable, seed, seed_or, Identity, Rng};
+use crate::common::{
+    distinct_keys, growable, seed, seed_or, try_growable_planned_with, Identity, Rng,
+};
 
 /// The share of a table's lanes that its entries may fill for a halving (the 95 % doubling
 /// load of the halved table, which has half the lanes).
@@ -409,17 +411,8 @@ fn crowded_hashes_through_growth_removes_and_shrinks_keep_every_copy() {
             for expected in [Some(4 * capacity), None] {
                 let at =
                     format!("seed {seed} capacity {capacity} rate {rate} expected {expected:?}");
-                let builder = CuckooFilter::builder()
-                    .capacity(capacity)
-                    .false_positive_rate(rate)
-                    .growable(true)
-                    .hasher(Identity);
-                let mut filter = match expected {
-                    Some(items) => builder.expected_items(items),
-                    None => builder,
-                }
-                .build()
-                .unwrap();
+                let mut filter =
+                    try_growable_planned_with(capacity, rate, expected, Identity).unwrap();
                 let most = (filter.fingerprint_bits() - 5 + 1).min(12);
                 let homes: Vec<u64> = (0..3)
                     .map(|_| rng.next_u64() & 0xFFFF_FFFF_0000_0000)

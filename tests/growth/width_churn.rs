@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 
 use atomic_cuckoo::{CuckooFilter, InsertError};
 
-use crate::common::{assert_multiset_found, growable, growable_planned, seed, Rng};
+use crate::common::{
+    assert_multiset_found, growable, growable_planned, seed, try_growable_planned_with, Rng,
+};
 
 const RATES: [f64; 7] = [0.5, 0.2, 0.1, 0.01, 0.001, 1e-5, 1e-7];
 
@@ -55,6 +57,18 @@ fn load_limit(slots: usize) -> usize {
 
 fn total(model: &BTreeMap<u64, usize>) -> usize {
     model.values().sum()
+}
+
+/// Inserts `key` and counts it in `model` if the filter took it (a refusal, for a hot key's
+/// copies, leaves both as they were).
+fn insert_counted<S: std::hash::BuildHasher>(
+    filter: &CuckooFilter<S>,
+    key: u64,
+    model: &mut BTreeMap<u64, usize>,
+) {
+    if filter.insert(&key).is_ok() {
+        *model.entry(key).or_default() += 1;
+    }
 }
 
 /// `filter` holds exactly the copies of `model` (as `len` counts them) and finds each.
@@ -115,9 +129,7 @@ fn check_copies(at: &str, filter: &CuckooFilter, model: &BTreeMap<u64, usize>) {
     let mut grown = model.clone();
     for i in 0..(loaded.slots() as u64) {
         let key = 0xdead_0000_0000 ^ i;
-        if loaded.insert(&key).is_ok() {
-            *grown.entry(key).or_default() += 1;
-        }
+        insert_counted(&loaded, key, &mut grown);
     }
     check(&format!("{at}, loaded then grown"), &loaded, &grown);
 }
@@ -315,9 +327,7 @@ fn items_stay_found_far_past_the_planned_doublings_and_after_shrinking_back() {
             // And it grows again.
             for _ in 0..2 * filter.slots() {
                 let key = rng.next_u64();
-                if filter.insert(&key).is_ok() {
-                    *model.entry(key).or_default() += 1;
-                }
+                insert_counted(&filter, key, &mut model);
             }
             check(&format!("{at}, regrown"), &filter, &model);
         }
@@ -325,8 +335,8 @@ fn items_stay_found_far_past_the_planned_doublings_and_after_shrinking_back() {
 }
 
 /// Distinct items are never refused while the table doubles for them, at any width, from
-/// the smallest tables: no two of them share a hot key's buckets often enough, and a failed
-/// search far from the doubling load is a jam that only hot keys make.
+/// the smallest tables: none is a hot key, and a small table doubles for a jam of distinct
+/// items (several sharing both of an item's buckets) rather than refuse.
 #[test]
 fn distinct_items_are_never_refused_at_any_width_from_the_smallest_tables() {
     let seed = seed("distinct_items_are_never_refused_at_any_width_from_the_smallest_tables");
@@ -572,17 +582,7 @@ fn removing_items_whose_entries_collide_never_hides_another_at_every_width() {
     let mut doublings = Vec::new();
     for capacity in [1usize, 3, 7] {
         for (width, rate, expected) in configs(capacity) {
-            let builder = CuckooFilter::builder()
-                .capacity(capacity)
-                .false_positive_rate(rate)
-                .growable(true)
-                .hasher(Identity);
-            let mut filter = match expected {
-                Some(items) => builder.expected_items(items),
-                None => builder,
-            }
-            .build()
-            .unwrap();
+            let mut filter = try_growable_planned_with(capacity, rate, expected, Identity).unwrap();
             let base = (filter.slots() / 4) as u64;
             let at = format!(
                 "seed {seed}, width {width}, rate {rate}, expected {expected:?}, capacity {capacity}"
@@ -618,17 +618,13 @@ fn removing_items_whose_entries_collide_never_hides_another_at_every_width() {
                         let f = rng.below(6) as usize;
                         let i = rng.below(members[f].len() as u64) as usize;
                         let key = members[f][i];
-                        if filter.insert(&key).is_ok() {
-                            *model.entry(key).or_default() += 1;
-                        }
+                        insert_counted(&filter, key, &mut model);
                     }
                     4..=5 => {
                         // Filler, so that the table doubles past the planned doublings.
                         for _ in 0..12 {
                             let key = rng.next_u64();
-                            if filter.insert(&key).is_ok() {
-                                *model.entry(key).or_default() += 1;
-                            }
+                            insert_counted(&filter, key, &mut model);
                         }
                     }
                     6..=7 if !model.is_empty() => {

@@ -8,22 +8,13 @@ use std::time::{Duration, Instant};
 
 use atomic_cuckoo::CuckooFilter;
 
-use crate::common::{seed, Rng};
+use crate::common::{seed, try_growable_planned, Rng};
 use crate::format_model::{resealed, words_of};
 
 const HEADER_WORDS: usize = 11;
 
 fn build(capacity: usize, rate: f64, expected: Option<usize>) -> Option<CuckooFilter> {
-    let builder = CuckooFilter::builder()
-        .capacity(capacity)
-        .false_positive_rate(rate)
-        .growable(true);
-    match expected {
-        Some(items) => builder.expected_items(items),
-        None => builder,
-    }
-    .build()
-    .ok()
+    try_growable_planned(capacity, rate, expected).ok()
 }
 
 /// One filter per lane width, each grown from a table of two items through `doublings`
