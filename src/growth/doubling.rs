@@ -484,6 +484,36 @@ mod tests {
         }
     }
 
+    /// A clone whose memory is refused panics, as `Clone`'s docs say (an abort from
+    /// `handle_alloc_error` could not be caught), and leaves the original as it was: for each
+    /// of its allocations in turn (the bitmap of the doubling in progress, then each segment).
+    #[cfg(not(loom))]
+    #[test]
+    fn a_clone_whose_memory_is_refused_panics_and_leaves_the_original_whole() {
+        use crate::table::FAIL_ALLOCATION;
+        let (filter, stored) = mid_doubling(1000, 0.01, 2);
+        assert!(filter.is_doubling());
+        let allocations = filter.doublings() + 2;
+        for failing in 1..=allocations {
+            FAIL_ALLOCATION.with(|left| left.set(failing));
+            let copy =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| filter.deep_copy()));
+            FAIL_ALLOCATION.with(|left| left.set(0));
+            assert!(
+                copy.is_err(),
+                "allocation {failing} of the clone refused, and it returned"
+            );
+            assert!((0..stored).all(|k| filter.lookup_hash(hash(k)) != Lookup::Absent));
+            assert_eq!(filter.len(), stored as usize);
+            filter.insert(hash(stored + u64::from(failing))).unwrap();
+            assert!(filter.lookup_hash(hash(stored + u64::from(failing))) != Lookup::Absent);
+            assert!(filter.remove(hash(stored + u64::from(failing))));
+        }
+        // With memory, the clone works.
+        let copy = filter.deep_copy();
+        assert!((0..stored).all(|k| copy.lookup_hash(hash(k)) != Lookup::Absent));
+    }
+
     /// A filter of `capacity` (first table `base` buckets, not a multiple of sixteen for
     /// most) in the middle of doubling `k`, some old buckets split by the inserts' touches.
     fn mid_doubling(capacity: usize, rate: f64, k: u32) -> (Doubling, u64) {
