@@ -70,14 +70,12 @@ impl PathSpace for Paths<'_> {
         if filter.table.entries(hop.from)[lane as usize] != hop.entry {
             return false;
         }
-        let to = filter.table.located(hop.to);
-        let Some(free) = filter.table.empty_lane_at(to) else {
-            return false;
-        };
         // Copy before erase: a lookup that misses the entry in both buckets fails its
         // validation (this move holds both of their stripes), so either order is safe; this
         // one lets a lookup that reads `from` after the erase find the copy more often.
-        filter.table.set_at(to, free, hop.moved);
+        if !filter.table.put(hop.to, hop.moved) {
+            return false;
+        }
         filter.table.set(hop.from, lane, 0);
         true
     }
@@ -122,9 +120,7 @@ impl Doubling {
                     return Ok(Placed::AlreadyPresent);
                 }
                 for (pos, entry) in starts {
-                    let at = self.table.located(pos);
-                    if let Some(lane) = self.table.empty_lane_at(at) {
-                        self.table.set_at(at, lane, entry);
+                    if self.table.put(pos, entry) {
                         self.count(first, 1, 1, tail);
                         return Ok(Placed::Inserted);
                     }

@@ -54,11 +54,10 @@ impl Doubling {
         let key = self.keys.key(item);
         let at = [key.pos(0, k), key.pos(1, k)];
         let _held = self.lock_pair(at[0], at[1]);
-        let Some(lane) = self.table.empty_lane(at[side]) else {
-            return false;
-        };
         let entry = (key.field(side, k, self.tail_bits) << ANCHOR_BITS) | key.anchor;
-        self.table.set(at[side], lane, entry);
+        if !self.table.put(at[side], entry) {
+            return false;
+        }
         self.count(at[0], 1, 1, self.tail_bits);
         true
     }

@@ -234,14 +234,6 @@ impl Table {
         (segment, pos.home + self.base * (pos.high - first_high))
     }
 
-    /// The segment and the first bit of the bucket at `pos`.
-    #[inline(always)]
-    fn locate(&self, pos: Pos) -> (&BucketWords, u64) {
-        let (segment, bucket) = self.segment_of(pos);
-        let Located { words, bit } = self.located_in(segment, bucket);
-        (words, bit)
-    }
-
     /// Where the bucket at `pos` lies, for a reader that asks for its line early
     /// ([`prefetch`](Located::prefetch)) and reads it later without locating it again.
     #[inline(always)]
@@ -439,7 +431,7 @@ impl Table {
     fn set_narrow_bucket(&self, pos: Pos, lanes: u64) {
         let span = LANES as u32 * self.width;
         debug_assert!(span <= 64 && (span == 64 || lanes >> span == 0));
-        let (words, bit) = self.locate(pos);
+        let Located { words, bit } = self.located(pos);
         let word = (bit / 64) as usize;
         let shift = (bit % 64) as u32;
         let mask = (u128::from(u64::MAX >> (64 - span))) << shift;
@@ -475,7 +467,7 @@ impl Table {
 
     /// [`set`](Self::set), of a located bucket.
     #[inline(always)]
-    pub(crate) fn set_at(&self, at: Located<'_>, lane: u64, value: u64) {
+    fn set_at(&self, at: Located<'_>, lane: u64, value: u64) {
         debug_assert!(value >> self.width == 0);
         let width = self.width;
         let Located {
@@ -515,7 +507,7 @@ impl Table {
     /// bit of each empty lane, without a branch per lane.
     #[inline(always)]
     fn empty_tops(&self, lanes: u64) -> u64 {
-        let top = self.lane_ones << (self.width - 1);
+        let top = self.lane_tops();
         // A lane's bits below its top bit plus `2^(width-1) - 1` reach its top bit unless
         // they are all zero, and never carry out of the lane; with the top bit itself, each
         // lane's top bit then says whether the lane holds anything.
@@ -524,14 +516,27 @@ impl Table {
     }
 
     /// The first empty lane of the bucket at `pos`.
-    #[cfg(any(test, loom))]
-    pub(crate) fn empty_lane(&self, pos: Pos) -> Option<u64> {
+    #[cfg(test)]
+    fn empty_lane(&self, pos: Pos) -> Option<u64> {
         self.empty_lane_at(self.located(pos))
+    }
+
+    /// Writes `value` into the first empty lane of the bucket at `pos` (located once for the
+    /// read and the write); `false`, writing nothing, if the bucket is full. The caller holds
+    /// the bucket's stripe.
+    #[inline(always)]
+    pub(crate) fn put(&self, pos: Pos, value: u64) -> bool {
+        let at = self.located(pos);
+        let Some(lane) = self.empty_lane_at(at) else {
+            return false;
+        };
+        self.set_at(at, lane, value);
+        true
     }
 
     /// [`empty_lane`](Self::empty_lane), of a located bucket.
     #[inline(always)]
-    pub(crate) fn empty_lane_at(&self, at: Located<'_>) -> Option<u64> {
+    fn empty_lane_at(&self, at: Located<'_>) -> Option<u64> {
         if !self.is_narrow() {
             let entries = self.entries_at(at);
             return (0..LANES).find(|&lane| entries[lane as usize] == 0);
@@ -539,8 +544,13 @@ impl Table {
         let empty = self.empty_tops(self.narrow_bucket_at(at));
         // The lane of the lowest empty top: how many lanes' tops lie below it.
         let below_first = (empty & empty.wrapping_neg()).wrapping_sub(1);
-        let tops = self.lane_ones << (self.width - 1);
-        (empty != 0).then(|| u64::from((tops & below_first).count_ones()))
+        (empty != 0).then(|| u64::from((self.lane_tops() & below_first).count_ones()))
+    }
+
+    /// The top bit of each of a narrow bucket's four lanes.
+    #[inline(always)]
+    fn lane_tops(&self) -> u64 {
+        self.lane_ones << (self.width - 1)
     }
 
     /// Empties every lane (the caller keeps writers out).
