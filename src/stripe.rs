@@ -9,31 +9,27 @@
 //! seqlocks get along with programming language memory models?" shows).
 //!
 //! A writer changes bucket data only while it holds the stripes of *both* buckets of the
-//! fingerprint it moves, inserts or removes. Every stripe also counts the items charged to it, so
-//! `len()` is a sum over stripes and no insert touches a shared counter.
+//! fingerprint it moves, inserts or removes, or claims an empty lane (`shards`). Items are
+//! counted in per-thread shards, so `len()` is a sum over shards and no insert touches a shared
+//! counter.
 //!
 //! A save freezes a table without holding any stripe while it copies (see `StripeSet::freeze`):
 //! writers check a gate after taking their stripes and sleep while it is closed; readers and
-//! read-only lockers ignore it.
+//! read-only lockers ignore it. Inserts that claim a lane without stripes check the same gate
+//! (see `shards`).
 
+use crate::shards::{Claim, Shards};
 use crate::sync::{fence, AtomicU64, Gate, Ordering, SpinWait};
 
-/// One lock stripe: a version word and the number of items charged to it.
-///
-/// Aligned to 16 bytes so that four stripes share a cache line and no stripe straddles two.
-#[repr(align(16))]
+/// One lock stripe: a version word (eight to a cache line).
 pub(crate) struct Stripe {
     version: AtomicU64,
-    /// Items inserted minus items removed under this stripe (wrapping: a remove of an item that
-    /// was never inserted may take the fingerprint charged to another stripe).
-    items: AtomicU64,
 }
 
 impl Stripe {
     fn new() -> Self {
         Stripe {
             version: AtomicU64::new(0),
-            items: AtomicU64::new(0),
         }
     }
 
@@ -111,15 +107,10 @@ impl Stripe {
         // Relaxed: ordered after the reader's Acquire bucket loads, as in `read_validate`.
         self.version.load(Ordering::Relaxed)
     }
-
-    /// Items charged to this stripe (may be "negative" as a wrapped value, see `items`).
-    fn items(&self) -> u64 {
-        // Relaxed: len() is a sum of independent counters, exact only at quiescence.
-        self.items.load(Ordering::Relaxed)
-    }
 }
 
-/// All stripes of one table, and the gate a save closes to freeze it.
+/// All stripes of one table, the gate a save closes to freeze it, and (for a table that counts
+/// its items here) the per-thread shards that count them.
 pub(crate) struct StripeSet {
     stripes: Box<[Stripe]>,
     mask: usize,
@@ -127,6 +118,10 @@ pub(crate) struct StripeSet {
     group_shift: u32,
     /// Closed while a save copies the table: writers wait, see `freeze`.
     frozen: Gate,
+    /// The item counts of the table's writers, and the busy counts of its claims (inserts
+    /// that take no stripe, which a freeze waits for too); see `shards`. `None` for a set whose
+    /// owner counts elsewhere (a growable table) or nothing.
+    shards: Option<Shards>,
 }
 
 impl StripeSet {
@@ -144,7 +139,43 @@ impl StripeSet {
             mask: count - 1,
             group_shift,
             frozen: Gate::new(),
+            shards: None,
         }
+    }
+
+    /// These stripes, counting the items of a table whose bucket words take `word_bytes` in
+    /// per-thread shards (see `shards`), which also take claims.
+    pub(crate) fn counting(mut self, word_bytes: usize) -> Self {
+        self.shards = Some(Shards::for_words(word_bytes));
+        self
+    }
+
+    /// Starts an insert that claims a lane without taking stripes (`bucket`, the item's first,
+    /// chooses its shard under loom); waits while a save has the table frozen. `None` for a set
+    /// that does not count.
+    #[inline]
+    pub(crate) fn claim(&self, bucket: usize) -> Option<Claim<'_>> {
+        let shards = self.shards.as_ref()?;
+        loop {
+            if let Some(claim) = shards.enter(&self.frozen, bucket) {
+                return Some(claim);
+            }
+            self.frozen.wait_open();
+        }
+    }
+
+    /// Counts `delta` items for a writer holding stripe `stripe` (which chooses the shard
+    /// under loom).
+    fn add_items(&self, stripe: usize, delta: i64) {
+        self.shards
+            .as_ref()
+            .expect("only a counting stripe set counts items")
+            .add_items(stripe, delta);
+    }
+
+    /// Bytes the stripes and shards take.
+    pub(crate) fn bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.stripes) + self.shards.as_ref().map_or(0, Shards::bytes)
     }
 
     /// Number of stripes.
@@ -177,6 +208,7 @@ impl StripeSet {
         HeldPair {
             low: (&self.stripes[low], low_held),
             high: high_held,
+            low_index: low,
         }
     }
 
@@ -188,7 +220,7 @@ impl StripeSet {
         loop {
             let held = self.hold_pair(a, b);
             if self.writer_admitted() {
-                return PairGuard { held };
+                return PairGuard { set: self, held };
             }
             held.release(Stripe::unlock_unchanged);
             self.frozen.wait_open();
@@ -251,7 +283,7 @@ impl StripeSet {
         let held = self.hold_pair(a, b);
         // Release: as in `writer_admitted`.
         fence(Ordering::Release);
-        PairGuard { held }
+        PairGuard { set: self, held }
     }
 
     /// Locks the stripes of buckets `a` and `b` only to read under them: a save's freeze does
@@ -276,6 +308,9 @@ impl StripeSet {
     ///   makes everything it wrote visible to the copy (it may also have seen the gate closed
     ///   and written nothing).
     ///
+    /// Before the pass, a counting set waits until no claim (an insert that takes no stripe)
+    /// is in flight (`Shards::wait_idle`: those that start later find the gate closed).
+    ///
     /// After the pass, every bucket and counter can be read with Relaxed loads.
     ///
     /// We hold one stripe at a time, for an instant, and never wait for a sleeping writer as
@@ -284,6 +319,9 @@ impl StripeSet {
     /// order), which were passed already.
     pub(crate) fn freeze(&self) -> FreezeGuard<'_> {
         self.frozen.close();
+        if let Some(shards) = &self.shards {
+            shards.wait_idle();
+        }
         let mut still_held = Vec::new();
         for stripe in self.stripes.iter() {
             let held = stripe.lock();
@@ -300,42 +338,42 @@ impl StripeSet {
         }
     }
 
-    /// Sets the item count of a table restored from a snapshot, charged to stripe 0. Only the
-    /// sum of the counters means anything (see `Stripe::items`), so any split is as good.
+    /// Sets the item count of a table restored from a snapshot (see `Shards::set_items`).
     pub(crate) fn set_items(&mut self, items: usize) {
         self.reset_items(None);
-        self.stripes[0].items.store(items as u64, Ordering::Relaxed);
+        if let Some(shards) = &self.shards {
+            shards.set_items(items as u64);
+        }
     }
 
-    /// Items in the table: the sum of every stripe's counter.
+    /// Items in the table, summed over the shards (0 for a set that does not count).
     pub(crate) fn items(&self) -> usize {
-        let sum = self
-            .stripes
-            .iter()
-            .fold(0u64, |acc, s| acc.wrapping_add(s.items()));
+        let sum = self.shards.as_ref().map_or(0, Shards::items);
         // A transiently "negative" sum (racing false deletes) reads as empty.
         (sum as i64).max(0) as usize
     }
 
-    /// Resets every counter. Only while no writer can run: `frozen` is this set's freeze, or
+    /// Resets the item count. Only while no writer can run: `frozen` is this set's freeze, or
     /// `None` for a caller with exclusive access (checked in debug builds).
     pub(crate) fn reset_items(&self, frozen: Option<&FreezeGuard<'_>>) {
         debug_assert!(
             frozen.is_none_or(|f| f.freezes(self)),
             "another set's freeze"
         );
-        for s in self.stripes.iter() {
-            // Relaxed: no writer runs (see above); later writers are ordered after us by the
-            // gate (`Gate::open` is a Release store) or by the exclusive borrow's end.
-            s.items.store(0, Ordering::Relaxed);
+        if let Some(shards) = &self.shards {
+            // No writer runs (see above); later writers are ordered after us by the gate
+            // (`Gate::open` is a Release store) or by the exclusive borrow's end.
+            shards.set_items(0);
         }
     }
 }
 
-/// The stripes of two buckets, each with the even version it had when taken.
+/// The stripes of two buckets, each with the even version it had when taken, and the lower
+/// one's index.
 struct HeldPair<'a> {
     low: (&'a Stripe, u64),
     high: Option<(&'a Stripe, u64)>,
+    low_index: usize,
 }
 
 impl HeldPair<'_> {
@@ -350,19 +388,14 @@ impl HeldPair<'_> {
 
 /// The stripes of two buckets, held by a writer; released on drop with new versions.
 pub(crate) struct PairGuard<'a> {
+    set: &'a StripeSet,
     held: HeldPair<'a>,
 }
 
 impl PairGuard<'_> {
-    /// Charges `delta` items (+1 insert, -1 remove) to the pair's lower stripe.
-    ///
-    /// Every operation on an item locks the same pair, so its insert and its remove are charged
-    /// to the same stripe.
+    /// Counts `delta` items (+1 insert, -1 remove) in this thread's shard.
     pub(crate) fn add_items(&self, delta: i64) {
-        let items = &self.held.low.0.items;
-        // Relaxed: we hold the stripe, so no other writer updates this counter concurrently.
-        let now = items.load(Ordering::Relaxed).wrapping_add(delta as u64);
-        items.store(now, Ordering::Relaxed);
+        self.set.add_items(self.held.low_index, delta);
     }
 }
 
@@ -390,13 +423,11 @@ impl SetGuard<'_> {
             .is_ok()
     }
 
-    /// Charges `delta` items to the stripe of `bucket`, which must be held.
+    /// Counts `delta` items in this thread's shard, for a write into `bucket`, whose stripe
+    /// must be held.
     pub(crate) fn add_items(&self, bucket: usize, delta: i64) {
         debug_assert!(self.covers(bucket));
-        let items = &self.set.of(bucket).items;
-        // Relaxed: we hold the stripe, so no other writer updates this counter concurrently.
-        let now = items.load(Ordering::Relaxed).wrapping_add(delta as u64);
-        items.store(now, Ordering::Relaxed);
+        self.set.add_items(self.set.index_of(bucket), delta);
     }
 }
 

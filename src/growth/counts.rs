@@ -16,13 +16,9 @@ use crossbeam_utils::CachePadded;
 
 use crate::sync::{AtomicU64, Ordering};
 
-/// Counter shards: one per writer thread up to sixteen (threads take them in turn), so that
-/// sixteen writers share no counter's cache line (6 KiB in all).
-#[cfg(not(loom))]
-const SHARDS: usize = 16;
-/// Under loom, fewer (each counter is a modelled object).
-#[cfg(loom)]
-const SHARDS: usize = 2;
+// Counter shards: one per writer thread up to sixteen (threads take them in turn, as for
+// lock-free inserts), so that sixteen writers share no counter's cache line (6 KiB in all).
+use crate::shards::SHARDS;
 
 /// The granularity of the estimate of lanes in use.
 const FLUSH: i64 = 64;
@@ -71,7 +67,7 @@ impl Counts {
         #[cfg(not(loom))]
         {
             let _ = stripe;
-            writer_shard()
+            crate::shards::writer_shard()
         }
         // Under loom, the same shard in every interleaving (a thread-local assignment would
         // carry over from one to the next).
@@ -204,18 +200,6 @@ impl Counts {
         self.shards.len() * std::mem::size_of::<CachePadded<Shard>>()
             + std::mem::size_of::<CachePadded<AtomicU64>>()
     }
-}
-
-/// This thread's shard: threads take shards in turn as they first write.
-#[cfg(not(loom))]
-fn writer_shard() -> usize {
-    use std::sync::atomic::AtomicUsize;
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        // Relaxed: any spread of threads over shards is correct; round robin is the aim.
-        static SHARD: usize = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % SHARDS;
-    }
-    SHARD.with(|shard| *shard)
 }
 
 #[cfg(test)]

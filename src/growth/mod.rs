@@ -691,7 +691,7 @@ impl Doubling {
         self.table.bytes()
             + splitting
             + self.kept_bitmap_bytes.load(Ordering::Relaxed) as usize
-            + self.stripes.count() * 16
+            + self.stripes.bytes()
             + self.counts.bytes()
             + cells
             + std::mem::size_of::<Self>()

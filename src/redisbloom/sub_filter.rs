@@ -80,7 +80,7 @@ impl SubFilter {
             straddles: 8 % bucket_size != 0,
             bytes,
             words: BucketWords::zeroed(bytes.div_ceil(8).max(1), false)?,
-            stripes: StripeSet::new(crate::params::stripes_for(buckets as usize)),
+            stripes: StripeSet::new(crate::params::stripes_for(buckets as usize)).counting(bytes),
         })
     }
 
@@ -125,7 +125,7 @@ impl SubFilter {
 
     /// Heap bytes: words and stripes.
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.words.len() * 8 + self.stripes.count() * 16
+        self.words.len() * 8 + self.stripes.bytes()
     }
 
     /// Fingerprints stored (exact when no writer runs).

@@ -26,6 +26,13 @@ fn stripe_group_shift(layout: &BucketLayout) -> u32 {
     layout.word_group_shift()
 }
 
+/// The stripes of a table, counting its items (in shards that also take the claims of a plain
+/// table's inserts, see `Table::claim_as`).
+fn stripes_for(shape: &TableShape, layout: &BucketLayout) -> StripeSet {
+    let words = layout.words_for(shape.buckets).unwrap_or(0);
+    StripeSet::grouped(shape.stripes, stripe_group_shift(layout)).counting(words * 8)
+}
+
 /// Whether a lookup's miss must be validated against the stripes of both of its buckets, not
 /// only the primary's.
 ///
@@ -178,7 +185,7 @@ impl Table {
             misses_need_both: misses_need_both_stripes(&layout),
             mapper: KeyMapper::new(shape.nesting()),
             words: BucketWords::zeroed(words, huge_pages)?,
-            stripes: StripeSet::grouped(shape.stripes, stripe_group_shift(&layout)),
+            stripes: stripes_for(&shape, &layout),
             limits,
         })
     }
@@ -208,7 +215,7 @@ impl Table {
             .bucket_layout()
             .expect("fingerprint width validated by caller");
         debug_assert_eq!(Some(words.len()), layout.words_for(shape.buckets));
-        let mut stripes = StripeSet::grouped(shape.stripes, stripe_group_shift(&layout));
+        let mut stripes = stripes_for(&shape, &layout);
         stripes.set_items(items);
         Table {
             shape,
@@ -275,7 +282,7 @@ impl Table {
 
     /// Bytes of memory held by the table: its words and its stripes.
     pub(crate) fn heap_bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.words) + self.stripes.count() * 16
+        std::mem::size_of_val(&*self.words) + self.stripes.bytes()
     }
 
     /// Items the table is sized for (see `params::items_for`): at least what it was built for.
@@ -535,6 +542,113 @@ impl Table {
         }
     }
 
+    /// Writes `fp` into an empty lane of `bucket`, which the caller read as `old` and whose
+    /// stripe it holds, with writes of `order`; false when no lane is empty (any more).
+    ///
+    /// A plain table's inserts claim empty lanes without stripes (`claim_as`), so a lane that
+    /// lies in one word is taken with a compare-and-swap that fails if one of them took it
+    /// first (then the next empty lane is tried); a lane that straddles two words is never
+    /// claimed, so an atomic OR into each word takes it without losing their lanes beside it.
+    /// A semi-sorted bucket, rewritten whole, is only ever written under its stripe.
+    #[inline(always)]
+    fn put_as<const A: u8>(&self, bucket: usize, old: Bucket, fp: u64, order: Ordering) -> bool {
+        if !is_one_part(A) {
+            let Some(position) = self.first_empty_as::<A>(&old) else {
+                return false;
+            };
+            let new = self.with_lane_as::<A>(old, position, fp);
+            self.store_as::<A>(bucket, &old, &new, order);
+            return true;
+        }
+        let part = self.layout.part();
+        let (first, shift) = self.locate_as::<A>(bucket);
+        let mut lanes = old.lanes();
+        loop {
+            let Some(position) = part.first_empty(lanes) else {
+                return false;
+            };
+            let at = shift + position;
+            if A == STRADDLING && at < 64 && at + part.bits() > 64 {
+                let parts = [(first, fp << at), (first + 1, fp >> (64 - at))];
+                for (word, bits) in parts.map(|(k, bits)| (&self.words[k], bits)) {
+                    if cfg!(loom_mutant = "locked_put_plain_store") {
+                        // Relaxed: the mutant's load, then a store that may lose a claim.
+                        word.store(word.load(Ordering::Relaxed) | bits, order);
+                    } else {
+                        word.fetch_or(bits, order);
+                    }
+                }
+                return true;
+            }
+            let word = &self.words[first + (at / 64) as usize];
+            let lane = part.max_fingerprint() << (at % 64);
+            // Relaxed: the compare-and-swap below checks it.
+            let current = word.load(Ordering::Relaxed);
+            if cfg!(loom_mutant = "locked_put_plain_store") && current & lane == 0 {
+                word.store(current | fp << (at % 64), order);
+                return true;
+            }
+            // Relaxed on failure: we read the bucket again and choose again.
+            if current & lane == 0
+                && word
+                    .compare_exchange(current, current | fp << (at % 64), order, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return true;
+            }
+            // Relaxed: we hold the stripe; claims since our read are what we need to see.
+            lanes = self.load_as::<A>(bucket, Ordering::Relaxed).lanes();
+        }
+    }
+
+    /// Empties lane `position` of `bucket`, which the caller read as `old` and whose stripe it
+    /// holds, with writes of `order`.
+    ///
+    /// In a plain table the lane holds a fingerprint, which only writers holding this stripe
+    /// change, so an atomic AND of each word it lies in clears it without losing lanes that
+    /// inserts claim beside it meanwhile (see `put_as`).
+    #[inline(always)]
+    fn erase_as<const A: u8>(&self, bucket: usize, old: Bucket, position: u32, order: Ordering) {
+        if !is_one_part(A) {
+            let new = self.with_lane_as::<A>(old, position, 0);
+            self.store_as::<A>(bucket, &old, &new, order);
+            return;
+        }
+        let part = self.layout.part();
+        let (first, shift) = self.locate_as::<A>(bucket);
+        let at = shift + position;
+        let lane = part.max_fingerprint();
+        if A == STRADDLING && at < 64 && at + part.bits() > 64 {
+            // Mutant `erase_release_last_word_only`: only the last word's write has `order`, as
+            // if one Release store at the end published the whole erase.
+            let first_order = if cfg!(loom_mutant = "erase_release_last_word_only") {
+                Ordering::Relaxed
+            } else {
+                order
+            };
+            self.words[first].fetch_and(!(lane << at), first_order);
+            self.words[first + 1].fetch_and(!(lane >> (64 - at)), order);
+            return;
+        }
+        self.words[first + (at / 64) as usize].fetch_and(!(lane << (at % 64)), order);
+    }
+
+    /// The lanes of a plain bucket starting at bit `shift` that straddle two words, as a mask
+    /// of their high bits (see `WordLayout::zero_lanes`): the lanes an insert may not claim
+    /// without a stripe (see `put_as`).
+    #[inline(always)]
+    fn straddling_lanes<const A: u8>(&self, shift: u32) -> u64 {
+        if A != STRADDLING {
+            return 0;
+        }
+        // A lane straddles when its high bit is among the f - 1 bits from the word's end on
+        // (a bucket that starts a word, shift 0, has none).
+        let bits = self.layout.part().bits();
+        ((1u64 << (bits - 1)) - 1)
+            .checked_shl(64 - shift)
+            .unwrap_or(0)
+    }
+
     /// Asks for the first word of `bucket` ahead of its use (see `storage::prefetch`).
     #[inline]
     pub(super) fn prefetch_bucket(&self, bucket: usize) {
@@ -550,13 +664,17 @@ impl Table {
             .stripes
             .lock_pair(bucket, self.mapper.alternate(bucket, fp));
         let old = self.load(bucket, Ordering::Relaxed);
-        let Some(position) = self.layout.first_empty(&old) else {
-            return false;
+        let put = match self.layout.access() {
+            Access::Word => self.put_as::<WORD>(bucket, old, fp, Ordering::Relaxed),
+            Access::Within => self.put_as::<WITHIN>(bucket, old, fp, Ordering::Relaxed),
+            Access::Straddling => self.put_as::<STRADDLING>(bucket, old, fp, Ordering::Relaxed),
+            Access::Sorted64 => self.put_as::<SORTED64>(bucket, old, fp, Ordering::Relaxed),
+            Access::General => self.put_as::<GENERAL>(bucket, old, fp, Ordering::Relaxed),
         };
-        let new = self.layout.with_lane(old, position, fp);
-        self.store(bucket, &old, &new, Ordering::Relaxed);
-        guard.add_items(1);
-        true
+        if put {
+            guard.add_items(1);
+        }
+        put
     }
 
     /// The index of the stripe that guards `bucket` (a loom model checks its setup with it).

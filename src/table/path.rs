@@ -74,23 +74,23 @@ impl Table {
             return false;
         }
         let destination = self.load_as::<A>(to, Ordering::Relaxed);
-        let Some(free) = self.first_empty_as::<A>(&destination) else {
-            return false;
-        };
-        let copied = self.with_lane_as::<A>(destination, free, fingerprint);
-        let erased = self.with_lane_as::<A>(source, position, 0);
         #[cfg(not(loom_mutant = "erase_before_copy"))]
         {
             // Copy before erase, and every word of the erase with Release: a lock-free probe
             // that sees any part of the erase also sees the whole copy, so a moving fingerprint
             // is never missing (see `reprobe`).
-            self.store_as::<A>(to, &destination, &copied, Ordering::Relaxed);
-            self.store_as::<A>(from, &source, &erased, Ordering::Release);
+            if !self.put_as::<A>(to, destination, fingerprint, Ordering::Relaxed) {
+                return false;
+            }
+            self.erase_as::<A>(from, source, position, Ordering::Release);
         }
         #[cfg(loom_mutant = "erase_before_copy")]
         {
-            self.store_as::<A>(from, &source, &erased, Ordering::Release);
-            self.store_as::<A>(to, &destination, &copied, Ordering::Relaxed);
+            if self.first_empty_as::<A>(&destination).is_none() {
+                return false;
+            }
+            self.erase_as::<A>(from, source, position, Ordering::Release);
+            self.put_as::<A>(to, destination, fingerprint, Ordering::Relaxed);
         }
         true
     }

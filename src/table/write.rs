@@ -1,7 +1,7 @@
 //! Inserts and removes. Every write holds the stripes of both buckets of the fingerprint it
 //! changes, so lookups validated against either stripe see it whole or not at all.
 
-use super::{Table, GENERAL, SORTED64, STRADDLING, WITHIN, WORD};
+use super::{is_one_part, Table, GENERAL, SORTED64, STRADDLING, WITHIN, WORD};
 use crate::bucket_layout::Access;
 use crate::cuckoo_path::{NoRoom, Placed};
 use crate::hashing::ItemKey;
@@ -86,6 +86,12 @@ impl Table {
             self.prefetch_bucket(a);
             self.prefetch_bucket(b);
         }
+        // A plain table's insert claims a free lane with one compare-and-swap, without stripes.
+        if is_one_part(A) && !U::UNIQUE {
+            if let Some(placed) = self.claim_as::<A>(a, b, key.fingerprint) {
+                return Ok(placed);
+            }
+        }
         for _ in 0..self.limits.insert_rounds {
             if let Some(placed) = self.try_place_as::<A, U>(a, b, key.fingerprint, mode) {
                 return Ok(placed);
@@ -125,15 +131,73 @@ impl Table {
         let first = std::hint::select_unpredictable(prefer_b, (b, word_b), (a, word_a));
         let second = std::hint::select_unpredictable(prefer_b, (a, word_a), (b, word_b));
         for (bucket, word) in [first, second] {
-            if let Some(position) = self.first_empty_as::<A>(&word) {
-                // Relaxed: ordered for readers by the lock's release fence (see `lock_pair`).
-                let placed = self.with_lane_as::<A>(word, position, fp);
-                self.store_as::<A>(bucket, &word, &placed, Ordering::Relaxed);
+            // Relaxed: ordered for readers by the lock's release fence (see `lock_pair`).
+            if self.put_as::<A>(bucket, word, fp, Ordering::Relaxed) {
                 guard.add_items(1);
                 return Some(Placed::Inserted);
             }
         }
         None
+    }
+
+    /// Stores `fp` in a free lane of the emptier of buckets `a` and `b` with one
+    /// compare-and-swap, taking no stripe (a plain table's insert, see `claims`); `None` when
+    /// neither has a free lane that lies in one word (the locked path then places it, or
+    /// searches for a cuckoo path), or the table has no claims.
+    ///
+    /// Lookups need no stripe's version to change: a claim only turns an empty lane into a
+    /// fingerprint, so a lookup that misses it overlaps the insert and may answer either way,
+    /// and no stored fingerprint is moved or taken away (moves and removes still hold both
+    /// stripes, and write with atomic read-modify-writes that keep claimed lanes: `put_as`,
+    /// `erase_as`).
+    #[inline(always)]
+    fn claim_as<const A: u8>(&self, a: usize, b: usize, fp: u64) -> Option<Placed> {
+        let mut claim = self.stripes.claim(a)?;
+        let part = self.layout.part();
+        loop {
+            let (at_a, at_b) = (self.locate_as::<A>(a), self.locate_as::<A>(b));
+            // Relaxed: a stale word only makes the compare-and-swap fail.
+            let words_a = self.words_at::<A>(at_a, Ordering::Relaxed);
+            let words_b = self.words_at::<A>(at_b, Ordering::Relaxed);
+            let lanes_a = self.bucket_from::<A>(words_a, at_a.1).lanes();
+            let lanes_b = self.bucket_from::<A>(words_b, at_b.1).lanes();
+            let free_a = part.zero_lanes(lanes_a) & !self.straddling_lanes::<A>(at_a.1);
+            let free_b = part.zero_lanes(lanes_b) & !self.straddling_lanes::<A>(at_b.1);
+            if free_a | free_b == 0 {
+                return None;
+            }
+            // The emptier bucket first, as `try_place_as` chooses (and without a branch).
+            let prefer_b =
+                free_a == 0 || (free_b != 0 && part.occupied(lanes_b) < part.occupied(lanes_a));
+            let ((first, shift), words, free) = std::hint::select_unpredictable(
+                prefer_b,
+                (at_b, words_b, free_b),
+                (at_a, words_a, free_a),
+            );
+            let at = shift + part.lowest_lane(free).unwrap_or(0);
+            let (k, bit) = ((at / 64) as usize, at % 64);
+            let current = words[k];
+            let word = &self.words[first + k];
+            if cfg!(loom_mutant = "claim_plain_store") {
+                word.store(current | fp << bit, Ordering::Relaxed);
+                claim.stored();
+                return Some(Placed::Inserted);
+            }
+            // Relaxed: readers need only the value (see above); a freeze sees it through the
+            // claim's Release end.
+            if word
+                .compare_exchange(
+                    current,
+                    current | fp << bit,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+            {
+                claim.stored();
+                return Some(Placed::Inserted);
+            }
+        }
     }
 
     /// What the key's two buckets hold now, read in one go under their stripes: room, only
@@ -198,8 +262,7 @@ impl Table {
         };
         // Relaxed: a lookup that sees this store also sees our lock (release fence) and
         // retries; one that does not see it still finds the copy we take away.
-        let erased = self.with_lane_as::<A>(word, position, 0);
-        self.store_as::<A>(bucket, &word, &erased, Ordering::Relaxed);
+        self.erase_as::<A>(bucket, word, position, Ordering::Relaxed);
         guard.add_items(-1);
         true
     }

@@ -378,19 +378,19 @@ fn removing_an_absent_item_from_an_emptied_filter_keeps_len_at_zero() {
 fn memory_usage_counts_the_table_and_the_filter_once() {
     // A filter of two buckets: the table is a few words, so memory_usage is about the size of
     // the filter value itself (which holds its key maps inline) and its fixed parts: the lock
-    // stripes of the largest table it may double into (4096 of 16 bytes), the counter shards
-    // and a cell per doubling.
+    // stripes of the largest table it may double into (4096 version words of 8 bytes), the
+    // counter shards and a cell per doubling.
     let filter = build(1, 0.5);
     assert_eq!(filter.buckets(), 2);
     let words = (2 * 4 * filter.lane_bits() as usize).div_ceil(64) + 2;
     let own = std::mem::size_of::<CuckooFilter>();
     assert!(
-        filter.memory_usage() >= own + 8 * words + 4096 * 16,
+        filter.memory_usage() >= own + 8 * words + 4096 * 8,
         "{}",
         filter.memory_usage()
     );
     assert!(
-        filter.memory_usage() <= own + 16 * words + 4096 * 16 + 16 * 1024,
+        filter.memory_usage() <= own + 16 * words + 4096 * 8 + 16 * 1024,
         "memory_usage {} for a filter value of {own} bytes and {words} words of table",
         filter.memory_usage()
     );

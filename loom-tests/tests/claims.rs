@@ -1,0 +1,115 @@
+//! Model 20: inserts that claim a free lane without stripes, against writers that hold them.
+//!
+//! A plain table's insert takes a free lane that lies in one word with one compare-and-swap and
+//! no stripe. Writers that hold stripes (a kick chain's move, a locked insert into a lane that
+//! straddles two words) may therefore share a word with a claim at the same moment: each must
+//! write it with an atomic read-modify-write that keeps the other's lane (mutant
+//! `locked_put_plain_store`, a load then a store, loses the claim). Two claims of the same lane
+//! must not both win (mutant `claim_plain_store`: model 2a catches it, two inserts racing for the
+//! last free lane). A save's freeze keeps claims out (mutant `claim_ignores_freeze`: model 9,
+//! whose writer's insert is a claim, catches it).
+#![cfg(loom)]
+
+use loom_tests::{check_both_orders, copies, hook, Filter, Layout, Table};
+
+/// Two inserts at once, and where each item and every other one must be afterwards.
+struct TwoInserts {
+    filter: Filter,
+    /// Inserted by the first thread, with its buckets.
+    first: (u64, [usize; 2]),
+    /// Inserted by the second thread, with its buckets.
+    second: (u64, [usize; 2]),
+    /// Stored before, with their buckets.
+    others: Vec<(u64, [usize; 2])>,
+}
+
+fn insert_first(s: &TwoInserts) {
+    s.filter.insert(&s.first.0).unwrap();
+}
+
+fn insert_second(s: &TwoInserts) {
+    s.filter.insert(&s.second.0).unwrap();
+}
+
+fn every_item_once(s: &TwoInserts) {
+    for (item, buckets) in [s.first, s.second] {
+        assert_eq!(copies(&s.filter, item, &buckets), 1, "an insert was lost");
+    }
+    for (o, buckets) in &s.others {
+        assert_eq!(
+            copies(&s.filter, *o, buckets),
+            1,
+            "a stored fingerprint was lost or doubled"
+        );
+    }
+    assert_eq!(s.filter.len(), s.others.len() + 2);
+}
+
+/// One-word buckets of two lanes. z (buckets 0 and 1) finds both full: its insert moves w
+/// (buckets 1 and 2) into bucket 2 under the stripes, then stores z in bucket 1. Meanwhile y
+/// (buckets 2 and 3; 3 is full) claims a lane of bucket 2, the word the move writes.
+fn move_beside_a_claim() -> TwoInserts {
+    let mut t = Table::new(4, 2);
+    let mut others = vec![(t.put(0, 3), [0, 3]), (t.put(0, 3), [0, 3])];
+    others.extend((0..2).map(|_| (t.put(3, 0), [0, 3])));
+    let w = t.put(1, 2);
+    others.push((w, [1, 2]));
+    others.push((t.put(1, 0), [0, 1]));
+    let z = t.new_item(0, 1);
+    let y = t.new_item(2, 3);
+    TwoInserts {
+        filter: t.filter,
+        first: (z, [0, 1]),
+        second: (y, [2, 3]),
+        others,
+    }
+}
+
+/// 20a: a kick chain's move writes the word in which another insert claims a lane.
+#[test]
+fn a_move_and_a_claim_into_one_word_both_land() {
+    check_both_orders(
+        "20a: a move into bucket 2 while an insert claims a lane of it",
+        move_beside_a_claim,
+        insert_first,
+        insert_second,
+        every_item_once,
+    );
+}
+
+/// Packed 12-bit buckets of 48 bits (as in model 15): bucket 1 spans words 0 and 1, and its
+/// lane 1 (bits 60..72) straddles them. Bucket 1 is full but for that lane, bucket 6 full:
+/// y (buckets 1 and 6) has no lane it may claim, so its insert takes the stripes and writes
+/// the straddling lane into both words. Meanwhile v (buckets 0 and 5; 5 is full) claims a lane
+/// of bucket 0, in word 0.
+fn straddling_beside_a_claim() -> TwoInserts {
+    let mut t = Table::with_layout(Layout::Packed, 8, 2, 12);
+    assert_eq!(hook::words_of(&t.filter, 1), (0, 1), "bucket 1 straddles");
+    assert_eq!(hook::words_of(&t.filter, 0), (0, 0));
+    let mut others: Vec<(u64, [usize; 2])> = (0..4).map(|_| (t.put(1, 6), [1, 6])).collect();
+    // Empty lane 1 again: lanes fill lowest first, so the second item sits there.
+    let (emptied, _) = others.remove(1);
+    assert!(t.filter.remove(&emptied));
+    others.extend((0..4).map(|_| (t.put(6, 1), [1, 6])));
+    others.extend((0..4).map(|_| (t.put(5, 0), [0, 5])));
+    let y = t.new_item(1, 6);
+    let v = t.new_item(0, 5);
+    TwoInserts {
+        filter: t.filter,
+        first: (y, [1, 6]),
+        second: (v, [0, 5]),
+        others,
+    }
+}
+
+/// 20b: a locked write of a straddling lane shares word 0 with another insert's claim.
+#[test]
+fn a_straddling_lane_and_a_claim_in_one_word_both_land() {
+    check_both_orders(
+        "20b: packed, a locked write of a straddling lane beside a claim",
+        straddling_beside_a_claim,
+        insert_first,
+        insert_second,
+        every_item_once,
+    );
+}
