@@ -19,14 +19,17 @@ cd "$(dirname "$0")/.."
 # table (models 17-19: a lookup that trusts a read of an unsplit bucket without validating its
 # stripe, a split that clears its bucket's bit after letting the stripes go, a last split that
 # clears the "splitting" flag before it takes its stripes, a lookup and a writer that do not
-# check the doubling count again, a move of a cuckoo path made without its stripes).
+# check the doubling count again, a move of a cuckoo path made without its stripes); three for
+# inserts that claim a lane without stripes (two claims of one lane that both win, a locked
+# write that loads and stores a word beside a claim, a claim that ignores a save's freeze).
 # Arguments, if any, name the mutants to run instead of all of them.
 mutants=(no_version_check no_release_fence erase_before_copy fence_between_locks move_locks_one_stripe
     writer_ignores_freeze freeze_through_version
     rb_no_path_locks rb_erase_before_copy rb_plain_store rb_unvalidated_miss
     words_shared_by_stripes erase_release_last_word_only compact_one_stripe_miss
     doubling_unvalidated_old doubling_bit_after_unlock doubling_reader_ignores_doublings
-    doubling_writer_ignores_doublings doubling_move_unlocked doubling_flag_before_split)
+    doubling_writer_ignores_doublings doubling_move_unlocked doubling_flag_before_split
+    claim_plain_store locked_put_plain_store claim_ignores_freeze)
 if [ "$#" -gt 0 ]; then
     mutants=("$@")
 fi

@@ -179,7 +179,13 @@ impl Fixed {
     /// Inserts up to `BATCH` items by hash, in order, their buckets prefetched a few items
     /// ahead; stops at the first that fails and returns its index in `hashes`.
     pub(crate) fn insert_batch(&self, hashes: &[u64]) -> Result<(), (usize, InsertError)> {
-        self.insert_batch_with(hashes, |hash| self.insert(hash))
+        debug_assert!(hashes.len() <= BATCH);
+        let mut keys = [ItemKey::default(); BATCH];
+        for (key, &hash) in keys.iter_mut().zip(hashes) {
+            *key = self.table.key(hash);
+        }
+        self.table
+            .insert_batch(&keys[..hashes.len()], |i| self.insert(hashes[i]))
     }
 
     /// As `insert_batch`, with set semantics (`insert_unique`): returns how many were added.

@@ -11,19 +11,19 @@
 //! compare-and-swap on the lane's word, with no stripe taken (see `Table::claim_as`). A
 //! whole-filter operation must still see one moment, so it has to keep such inserts out as the
 //! stripes keep writers out. Each claiming insert first adds 1 to its shard's busy count, then
-//! (after a `SeqCst` fence) checks the freeze's gate; a freeze closes the gate, then (after a
-//! `SeqCst` fence) waits until every shard's busy count is 0. Whichever fence comes first in
-//! their single total order, one side sees the other (Dekker's mutual exclusion, as the fence
-//! rules of the C++ memory model give it):
-//! - the insert's fence first: the freeze's loads of the shards see its busy count (or what
+//! checks the freeze's gate; a freeze closes the gate, then waits until every shard's busy
+//! count is 0, all with sequentially consistent accesses (`Gate::announce`; under loom, the
+//! equivalent `SeqCst` fences). Whichever comes first in their single total order, one side
+//! sees the other (Dekker's mutual exclusion):
+//! - the insert's add first: the freeze's loads of the shards see its busy count (or what
 //!   followed it), so the freeze waits for the insert, whose Release end it then reads: the
 //!   copy sees the lane it claimed and the item it counted;
-//! - the freeze's fence first: the insert sees the gate closed, takes its count back, having
+//! - the freeze's close first: the insert sees the gate closed, takes its count back, having
 //!   written nothing else, and waits for the gate to open.
 //!
 //! A shard word holds the busy count in its low 16 bits and the item count above them.
 
-use crate::sync::{fence, AtomicU64, Gate, Ordering, SpinWait};
+use crate::sync::{AtomicU64, Gate, Ordering, SpinWait};
 
 /// Shards at most: one per writing thread up to sixteen (threads take them in turn).
 #[cfg(not(loom))]
@@ -37,15 +37,16 @@ const ITEM: u64 = 1 << 16;
 /// The busy count's bits.
 const BUSY: u64 = ITEM - 1;
 
-/// Bytes of bucket words per shard: a table gets one shard per 64 KiB of words, at least one
-/// and at most `SHARDS`, so that shards add at most 1/1024 to its memory (less than the
+/// Bytes of bucket words per shard: a table gets one shard per 64 KiB of words (rounded down to
+/// a power of two), at least one and at most `SHARDS`, so that shards add at most 1/1024 to its memory (less than the
 /// stripes' counters they replace), while a table of 1 MiB or more (about 800,000 items and
 /// up) gives sixteen threads a shard each; a small table's writers share fewer.
 const WORD_BYTES_PER_SHARD: usize = 64 << 10;
 
-/// One shard: a cache line of its own (64 bytes: a line on every processor the crate is
-/// measured on), so that threads with different shards never write one line.
-#[repr(align(64))]
+/// One shard: two cache lines of its own (128 bytes, as crossbeam pads: processors that fetch
+/// lines in adjacent pairs would otherwise move a neighbour's shard with ours), so that
+/// threads with different shards never write one line or one pair.
+#[repr(align(128))]
 struct Shard(AtomicU64);
 
 /// The shards of one stripe set.
@@ -56,7 +57,9 @@ pub(crate) struct Shards {
 impl Shards {
     /// Shards for a table whose bucket words take `word_bytes` (see `WORD_BYTES_PER_SHARD`).
     pub(crate) fn for_words(word_bytes: usize) -> Self {
-        let shards = (word_bytes / WORD_BYTES_PER_SHARD).clamp(1, SHARDS);
+        // A power of two, so that a thread's shard is a mask away (a division cost more than
+        // the rest of a claim's bookkeeping).
+        let shards = 1 << (word_bytes / WORD_BYTES_PER_SHARD).clamp(1, SHARDS).ilog2();
         Shards {
             shards: (0..shards).map(|_| Shard(AtomicU64::new(0))).collect(),
         }
@@ -74,7 +77,7 @@ impl Shards {
         };
         #[cfg(loom)]
         let index = key;
-        &self.shards[index % self.shards.len()].0
+        &self.shards[index & (self.shards.len() - 1)].0
     }
 
     /// Counts `delta` items (+1 stored, -1 taken away) for a writer whose key is `key`.
@@ -91,34 +94,26 @@ impl Shards {
     #[inline]
     pub(crate) fn enter<'a>(&'a self, gate: &Gate, key: usize) -> Option<Claim<'a>> {
         let count = self.shard(key);
-        // Relaxed: the fence below orders it before the gate's load (see the module docs).
-        count.fetch_add(1, Ordering::Relaxed);
-        if !cfg!(loom_mutant = "claim_ignores_freeze") {
-            // SeqCst: Dekker's fence against the one in `wait_idle`.
-            fence(Ordering::SeqCst);
-            if gate.is_closed() {
-                // Relaxed: nothing was written under the announcement.
-                count.fetch_sub(1, Ordering::Relaxed);
-                return None;
-            }
+        if cfg!(loom_mutant = "claim_ignores_freeze") {
+            // Relaxed: the mutant's announcement, made without the handshake.
+            count.fetch_add(1, Ordering::Relaxed);
+        } else if gate.announce(count) {
+            // Relaxed: nothing was written under the announcement.
+            count.fetch_sub(1, Ordering::Relaxed);
+            return None;
         }
-        Some(Claim {
-            count,
-            stored: false,
-        })
+        Some(Claim { count, stored: 0 })
     }
 
-    /// Waits until no claim is in flight, after the caller closed the gate that `enter` checks:
-    /// afterwards none starts until the gate opens, and every lane and item counted by those
-    /// that ran is visible to the caller.
-    pub(crate) fn wait_idle(&self) {
-        // SeqCst: Dekker's fence against the one in `enter`.
-        fence(Ordering::SeqCst);
+    /// Waits until no claim is in flight, after the caller closed `gate`, the one `enter`
+    /// checks: afterwards none starts until the gate opens, and every lane and item counted by
+    /// those that ran is visible to the caller.
+    pub(crate) fn wait_idle(&self, gate: &Gate) {
         for Shard(count) in self.shards.iter() {
             let wait = SpinWait::new();
-            // Acquire: reads the Release end of each claim that was in flight, so its lane and
-            // its count are visible to the caller.
-            while count.load(Ordering::Acquire) & BUSY != 0 {
+            // `announced` reads with Acquire: each claim that was in flight ends with a Release
+            // add, so its lane and its count are visible to the caller once we read that.
+            while gate.announced(count) & BUSY != 0 {
                 wait.wait();
             }
         }
@@ -155,23 +150,24 @@ impl Shards {
     }
 }
 
-/// A claim in flight (see `Shards::enter`); ends, counting the item if it was stored, when
-/// dropped.
+/// A claim in flight (see `Shards::enter`), for one insert or a batch of them; ends, counting
+/// the items they stored, when dropped.
 pub(crate) struct Claim<'a> {
     count: &'a AtomicU64,
-    stored: bool,
+    stored: u64,
 }
 
 impl Claim<'_> {
-    /// The insert stored its item: count it when the claim ends.
+    /// An insert under this claim stored its item: count it when the claim ends.
     pub(crate) fn stored(&mut self) {
-        self.stored = true;
+        self.stored += 1;
     }
 }
 
 impl Drop for Claim<'_> {
     fn drop(&mut self) {
-        let change = if self.stored { ITEM - 1 } else { u64::MAX };
+        // The items, and the busy count taken back.
+        let change = self.stored.wrapping_mul(ITEM).wrapping_sub(1);
         // Release: a freeze that reads this (in `wait_idle`) sees the lane we claimed.
         self.count.fetch_add(change, Ordering::Release);
     }
@@ -197,9 +193,11 @@ mod tests {
     fn items_sum_over_shards_whatever_the_busy_counts() {
         let shards = Shards::for_words(16 * WORD_BYTES_PER_SHARD);
         let gate = Gate::new();
-        for _ in 0..3 {
+        for stored in 0..3 {
             let mut claim = shards.enter(&gate, 0).expect("the gate is open");
-            claim.stored();
+            for _ in 0..stored {
+                claim.stored();
+            }
         }
         let pending = shards.enter(&gate, 0).expect("the gate is open");
         assert_eq!(shards.items(), 3);
@@ -226,7 +224,7 @@ mod tests {
         assert!(shards.enter(&gate, 1).is_none());
         assert_eq!(shards.shards[0].0.load(Ordering::Relaxed), 0);
         // Nothing in flight: returns at once.
-        shards.wait_idle();
+        shards.wait_idle(&gate);
         gate.open();
         assert!(shards.enter(&gate, 1).is_some());
     }
@@ -234,7 +232,8 @@ mod tests {
     #[test]
     fn shards_follow_the_table_size() {
         assert_eq!(Shards::for_words(0).shards.len(), 1);
-        assert_eq!(Shards::for_words(3 * WORD_BYTES_PER_SHARD).shards.len(), 3);
+        assert_eq!(Shards::for_words(3 * WORD_BYTES_PER_SHARD).shards.len(), 2);
+        assert_eq!(Shards::for_words(8 * WORD_BYTES_PER_SHARD).shards.len(), 8);
         assert_eq!(Shards::for_words(1 << 40).shards.len(), SHARDS);
     }
 }

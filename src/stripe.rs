@@ -320,7 +320,7 @@ impl StripeSet {
     pub(crate) fn freeze(&self) -> FreezeGuard<'_> {
         self.frozen.close();
         if let Some(shards) = &self.shards {
-            shards.wait_idle();
+            shards.wait_idle(&self.frozen);
         }
         let mut still_held = Vec::new();
         for stripe in self.stripes.iter() {

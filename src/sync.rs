@@ -117,10 +117,58 @@ impl Gate {
         }
     }
 
-    /// Closes the gate. The store is Relaxed: the caller publishes it by its own Release
-    /// operations that follow (see `StripeSet::freeze`).
+    /// Closes the gate. Writers that take stripes learn of it through the stripes' Release
+    /// hand-offs that follow (see `StripeSet::freeze`); claims (writers that take none) through
+    /// Dekker's handshake with `announce`: this store is sequentially consistent, as are the
+    /// closer's later loads of announcements (`announced`).
     pub(crate) fn close(&self) {
-        self.closed.store(true, Ordering::Relaxed);
+        #[cfg(not(loom))]
+        self.closed.store(true, Ordering::SeqCst);
+        // Loom models SeqCst loads and stores as AcqRel (tokio-rs/loom#180) but SeqCst fences
+        // exactly: under loom the handshake is written with fences, its C++ equivalent.
+        #[cfg(loom)]
+        {
+            self.closed.store(true, Ordering::Relaxed);
+            fence(Ordering::SeqCst);
+        }
+    }
+
+    /// Adds 1 to `announcement` (a claim's busy count), then tells whether the gate is closed:
+    /// Dekker's handshake with `close` and `announced`. Both sides' accesses are sequentially
+    /// consistent, so in their single total order either this load comes after the close (and
+    /// sees the gate closed, or opened again after it), or the closer's later load of
+    /// `announcement` comes after our add (and sees it, or what followed it).
+    #[inline]
+    pub(crate) fn announce(&self, announcement: &AtomicU64) -> bool {
+        #[cfg(not(loom))]
+        {
+            // SeqCst: the handshake (above). On x86-64 the add is one locked instruction,
+            // already a full barrier, where an add and a SeqCst fence would be two.
+            announcement.fetch_add(1, Ordering::SeqCst);
+            self.closed.load(Ordering::SeqCst)
+        }
+        #[cfg(loom)]
+        {
+            announcement.fetch_add(1, Ordering::Relaxed);
+            fence(Ordering::SeqCst);
+            self.closed.load(Ordering::Relaxed)
+        }
+    }
+
+    /// Reads an announcement word after `close` (see `announce`), with Acquire semantics: a
+    /// value written by a Release end of a claim makes the claim's writes visible.
+    #[inline]
+    pub(crate) fn announced(&self, announcement: &AtomicU64) -> u64 {
+        #[cfg(not(loom))]
+        {
+            // SeqCst: the handshake (see `announce`); it includes Acquire.
+            announcement.load(Ordering::SeqCst)
+        }
+        #[cfg(loom)]
+        {
+            // Acquire: the closer's SeqCst fence in `close` orders it (see above).
+            announcement.load(Ordering::Acquire)
+        }
     }
 
     /// Whether the gate is closed.

@@ -4,7 +4,7 @@
 //! instruction would wait for earlier loads, not for prefetches). Per item, the protocol is
 //! exactly that of `lookup` and `insert`.
 
-use super::{Table, GENERAL, SORTED64, STRADDLING, WITHIN, WORD};
+use super::{is_one_part, Table, GENERAL, SORTED64, STRADDLING, WITHIN, WORD};
 use crate::bucket_layout::{Access, Bucket};
 use crate::hashing::ItemKey;
 use crate::optimistic_read::Lookup;
@@ -71,6 +71,59 @@ impl Table {
                 self.lookup(key)
             };
         }
+    }
+
+    /// Inserts `keys` in order as `insert` would, asking for the buckets of the key
+    /// `PREFETCH_AHEAD` places later before each. In a table whose inserts claim lanes (see
+    /// `claim_as`), the batch announces one claim for all the keys that find a lane they may
+    /// claim; any other key goes to `locked(i)` (the caller's insert of `keys[i]`), with the
+    /// claim ended first, since a locked insert may wait for a freeze, which waits for claims.
+    /// Stops at the first key that `locked` fails, with its index.
+    pub(crate) fn insert_batch<E>(
+        &self,
+        keys: &[ItemKey],
+        locked: impl FnMut(usize) -> Result<(), E>,
+    ) -> Result<(), (usize, E)> {
+        match self.layout.access() {
+            Access::Word => self.insert_batch_as::<WORD, E>(keys, locked),
+            Access::Within => self.insert_batch_as::<WITHIN, E>(keys, locked),
+            Access::Straddling => self.insert_batch_as::<STRADDLING, E>(keys, locked),
+            Access::Sorted64 => self.insert_batch_as::<SORTED64, E>(keys, locked),
+            Access::General => self.insert_batch_as::<GENERAL, E>(keys, locked),
+        }
+    }
+
+    /// `insert_batch` for a table whose layout's access is `A`.
+    fn insert_batch_as<const A: u8, E>(
+        &self,
+        keys: &[ItemKey],
+        mut locked: impl FnMut(usize) -> Result<(), E>,
+    ) -> Result<(), (usize, E)> {
+        // The first keys' buckets are asked for at once; then each insert asks for those of the
+        // key `PREFETCH_AHEAD` places later, so their round trips overlap the inserts between.
+        for &key in keys.iter().take(PREFETCH_AHEAD) {
+            self.prefetch(key);
+        }
+        let mut claim = None;
+        for (i, &key) in keys.iter().enumerate() {
+            if let Some(&ahead) = keys.get(i + PREFETCH_AHEAD) {
+                self.prefetch(ahead);
+            }
+            if is_one_part(A) {
+                let (a, b) = self.buckets_of(key);
+                if claim.is_none() {
+                    claim = self.stripes.claim(a);
+                }
+                if let Some(claim) = claim.as_mut() {
+                    if self.claim_with::<A>(a, b, key.fingerprint, claim) {
+                        continue;
+                    }
+                }
+                claim = None;
+            }
+            locked(i).map_err(|e| (i, e))?;
+        }
+        Ok(())
     }
 
     /// Asks for both bucket words of `key` without waiting for them (see

@@ -5,6 +5,7 @@ use super::{is_one_part, Table, GENERAL, SORTED64, STRADDLING, WITHIN, WORD};
 use crate::bucket_layout::Access;
 use crate::cuckoo_path::{NoRoom, Placed};
 use crate::hashing::ItemKey;
+use crate::shards::Claim;
 use crate::storage::PREFETCH_FROM_BYTES;
 use crate::sync::Ordering;
 
@@ -153,6 +154,19 @@ impl Table {
     #[inline(always)]
     fn claim_as<const A: u8>(&self, a: usize, b: usize, fp: u64) -> Option<Placed> {
         let mut claim = self.stripes.claim(a)?;
+        self.claim_with::<A>(a, b, fp, &mut claim)
+            .then_some(Placed::Inserted)
+    }
+
+    /// `claim_as` under a claim already announced (a batch's); whether `fp` was stored.
+    #[inline(always)]
+    pub(super) fn claim_with<const A: u8>(
+        &self,
+        a: usize,
+        b: usize,
+        fp: u64,
+        claim: &mut Claim<'_>,
+    ) -> bool {
         let part = self.layout.part();
         loop {
             let (at_a, at_b) = (self.locate_as::<A>(a), self.locate_as::<A>(b));
@@ -164,7 +178,7 @@ impl Table {
             let free_a = part.zero_lanes(lanes_a) & !self.straddling_lanes::<A>(at_a.1);
             let free_b = part.zero_lanes(lanes_b) & !self.straddling_lanes::<A>(at_b.1);
             if free_a | free_b == 0 {
-                return None;
+                return false;
             }
             // The emptier bucket first, as `try_place_as` chooses (and without a branch).
             let prefer_b =
@@ -181,7 +195,7 @@ impl Table {
             if cfg!(loom_mutant = "claim_plain_store") {
                 word.store(current | fp << bit, Ordering::Relaxed);
                 claim.stored();
-                return Some(Placed::Inserted);
+                return true;
             }
             // Relaxed: readers need only the value (see above); a freeze sees it through the
             // claim's Release end.
@@ -195,7 +209,7 @@ impl Table {
                 .is_ok()
             {
                 claim.stored();
-                return Some(Placed::Inserted);
+                return true;
             }
         }
     }
