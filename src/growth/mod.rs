@@ -81,7 +81,7 @@ const ANCHOR_MASK: u64 = (1 << ANCHOR_BITS) - 1;
 /// an item's buckets and the few around them (nine over one pair of buckets of a table of 6:
 /// rare, but found by randomized fills), which the next bit parts; and however often such a
 /// table doubles for jams, it stops at this size: 4,096 buckets of at most 32-bit lanes are
-/// 64 KiB, the size of the lock stripes every growable filter holds.
+/// 64 KiB, twice the lock stripes every growable filter holds.
 const JAMS_REFUSED_FROM: u64 = 4096;
 
 /// A table that doubles in place, with its stripes, counters and doubling state. Shared by
