@@ -175,14 +175,24 @@ impl Drop for Claim<'_> {
 
 /// This thread's shard among `SHARDS`: threads take shards in turn as they first write.
 #[cfg(not(loom))]
+#[inline]
 pub(crate) fn writer_shard() -> usize {
+    use std::cell::Cell;
     use std::sync::atomic::AtomicUsize;
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     std::thread_local! {
-        // Relaxed: any spread of threads over shards is correct; round robin is the aim.
-        static SHARD: usize = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % SHARDS;
+        // A const initializer: reading it is one thread-local load, with no lazy-init check.
+        static SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
     }
-    SHARD.with(|shard| *shard)
+    SHARD.with(|shard| {
+        let mut index = shard.get();
+        if index == usize::MAX {
+            // Relaxed: any spread of threads over shards is correct; round robin is the aim.
+            index = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % SHARDS;
+            shard.set(index);
+        }
+        index
+    })
 }
 
 #[cfg(all(test, not(loom)))]
