@@ -7,6 +7,7 @@ mod common;
 #[path = "../common/format_model.rs"]
 mod format_model;
 
+mod claims_attack;
 mod contended_inserts;
 mod every_width_growth;
 mod expanding;
