@@ -37,11 +37,12 @@ const ITEM: u64 = 1 << 16;
 /// The busy count's bits.
 const BUSY: u64 = ITEM - 1;
 
-/// Bytes of bucket words per shard: a table gets one shard per 64 KiB of words (rounded down to
-/// a power of two), at least one and at most `SHARDS`, so that shards add at most 1/1024 to its memory (less than the
-/// stripes' counters they replace), while a table of 1 MiB or more (about 800,000 items and
-/// up) gives sixteen threads a shard each; a small table's writers share fewer.
-const WORD_BYTES_PER_SHARD: usize = 64 << 10;
+/// Bytes of bucket words per shard: a table gets one shard per 16 KiB of words (rounded down to
+/// a power of two), at least one and at most `SHARDS`. Shards then take at most 1/128 of the
+/// table's memory (about as much as the stripes' counters they replace), and eight threads
+/// have a shard each from about 100,000 items on (sixteen from about 200,000); in a smaller
+/// table writers share fewer, as they share its sixteen stripes.
+const WORD_BYTES_PER_SHARD: usize = 16 << 10;
 
 /// One shard: two cache lines of its own (128 bytes, as crossbeam pads: processors that fetch
 /// lines in adjacent pairs would otherwise move a neighbour's shard with ours), so that

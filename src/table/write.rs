@@ -1,5 +1,7 @@
-//! Inserts and removes. Every write holds the stripes of both buckets of the fingerprint it
-//! changes, so lookups validated against either stripe see it whole or not at all.
+//! Inserts and removes. Every write that moves or takes away a fingerprint holds the stripes of
+//! both its buckets, so lookups validated against either stripe see it whole or not at all; an
+//! insert into a free lane of a plain table claims it with one compare-and-swap instead (see
+//! `claim_as`), since a fingerprint that only appears cannot hide another.
 
 use super::{is_one_part, Table, GENERAL, SORTED64, STRADDLING, WITHIN, WORD};
 use crate::bucket_layout::Access;
