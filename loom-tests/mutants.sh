@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 # compaction that erases from the newer sub-filter before it copies into the older one, a slot
 # write that loads and stores a word that other stripes' buckets share, a lookup that takes the
 # misses of its one pass over the sub-filters as proven); three for packed buckets (model 15: a
-# stripe per bucket, so that writers of different stripes load and store one word; a move's
+# stripe per bucket, so that one word holds buckets of several stripes; a move's
 # erase of a straddling lane that stores only its last word with Release; a compact table's miss
 # validated against its first bucket's stripe alone); six for the growable filter's doubling
 # table (models 17-19: a lookup that trusts a read of an unsplit bucket without validating its

@@ -279,9 +279,9 @@ fn compact_reader_vs_writes_into_its_straddling_bucket() {
 
 /// Packed 8-bit buckets (32 bits): buckets 0 and 1 share word 0, 2 and 3 word 1; with four
 /// stripes, each pair of buckets has its own. u (buckets 0 and 3) and v (buckets 1 and 2) go
-/// into buckets 0 and 1 (2 and 3 hold one fingerprint each), from two writers at once. Word 0
-/// must belong to one stripe, or the two plain load+store writes of it can lose one another
-/// (with a stripe per bucket, u's and v's stripes would be disjoint).
+/// into buckets 0 and 1 (2 and 3 hold one fingerprint each), from two writers at once: two
+/// claims, compare-and-swaps of word 0 under no stripe, neither of which may lose the other
+/// (mutant `claim_plain_store`, a load and a store, can).
 struct SharedWord {
     filter: Filter,
     u: u64,

@@ -19,7 +19,7 @@ use crate::stripe::{FreezeGuard, StripeSet};
 /// `BucketLayout::word_group_shift`), so that every word belongs to one stripe.
 fn stripe_group_shift(layout: &BucketLayout) -> u32 {
     // Mutant `words_shared_by_stripes`: a stripe per bucket, as in a one-word table, so that
-    // writers holding different stripes load and store the same word.
+    // one word holds buckets of several stripes.
     if cfg!(loom_mutant = "words_shared_by_stripes") {
         return 0;
     }
@@ -481,22 +481,12 @@ impl Table {
         }
     }
 
-    /// `store_as` for the table's layout (loom models set up tables through it).
-    #[cfg(loom)]
-    fn store(&self, bucket: usize, old: &Bucket, new: &Bucket, order: Ordering) {
-        match self.layout.access() {
-            Access::Word => self.store_as::<WORD>(bucket, old, new, order),
-            Access::Within => self.store_as::<WITHIN>(bucket, old, new, order),
-            Access::Straddling => self.store_as::<STRADDLING>(bucket, old, new, order),
-            Access::Sorted64 => self.store_as::<SORTED64>(bucket, old, new, order),
-            Access::General => self.store_as::<GENERAL>(bucket, old, new, order),
-        }
-    }
-
     /// Turns `bucket`, which holds `old`, into `new`, with stores of `order`, in a table whose
     /// layout's access is `A`. The caller holds the bucket's stripe, and every word holding
     /// bits of the bucket belongs to that stripe alone (`BucketLayout::word_group_shift`), so
-    /// no other writer changes these words: a load and a store cannot lose another's write.
+    /// no other locked writer changes these words. Only for semi-sorted buckets (and tests):
+    /// a plain table's words are also written by claims, which take no stripe, so its writers
+    /// use `put_as` and `erase_as`.
     #[inline(always)]
     fn store_as<const A: u8>(&self, bucket: usize, old: &Bucket, new: &Bucket, order: Ordering) {
         if A == WORD {
