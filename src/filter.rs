@@ -165,7 +165,7 @@ impl<S> CuckooFilter<S> {
     }
 
     /// Number of stored items (fingerprints). Exact when no writer is running; while writers
-    /// run, a sum of per-stripe counters taken at slightly different moments.
+    /// run, a sum of per-thread counters taken at slightly different moments.
     ///
     /// ```
     /// let filter = atomic_cuckoo::CuckooFilter::with_capacity(100);

@@ -8,7 +8,7 @@
 // | `semi_sorted` | the semi-sorted encoding: a bucket of four `f`-bit lanes in `4f - 4` bits |
 // | `hasher` | [`DefaultHashBuilder`] (portable: rapidhash V3) and [`AHashBuilder`] (opt-in) |
 // | `hashing` | item hash → primary bucket, fingerprint, alternate bucket, in nested levels |
-// | `stripe` | versioned lock stripes: writer pair locks, reader validation, item counters, a save's freeze |
+// | `stripe` | versioned lock stripes: writer pair locks, reader validation, a save's freeze |
 // | `shards` | per-thread shards of a stripe set: item counts, and the busy counts that keep lock-free inserts out of a freeze |
 // | `cuckoo_path` | the breadth-first search for a cuckoo path, and executing it one move at a time |
 // | `optimistic_read` | the retrying seqlock read of every filter's lookups and counts: `Lookup`, the one attempt limit, `retry_read` |
