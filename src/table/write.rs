@@ -144,9 +144,9 @@ impl Table {
     }
 
     /// Stores `fp` in a free lane of the emptier of buckets `a` and `b` with one
-    /// compare-and-swap, taking no stripe (a plain table's insert, see `claims`); `None` when
+    /// compare-and-swap, taking no stripe (a plain table's insert, see `shards`); `None` when
     /// neither has a free lane that lies in one word (the locked path then places it, or
-    /// searches for a cuckoo path), or the table has no claims.
+    /// searches for a cuckoo path).
     ///
     /// Lookups need no stripe's version to change: a claim only turns an empty lane into a
     /// fingerprint, so a lookup that misses it overlaps the insert and may answer either way,
