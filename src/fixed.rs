@@ -8,9 +8,7 @@ use crate::hashing::ItemKey;
 use crate::optimistic_read::Lookup;
 use crate::params;
 use crate::sync::GrowLock;
-use crate::table::{
-    Limits, Multiset, NoRoom, PairState, Placed, Table, TableShape, Unique, BATCH, PREFETCH_AHEAD,
-};
+use crate::table::{Limits, Multiset, NoRoom, PairState, Placed, Table, TableShape, Unique, BATCH};
 
 /// How the fingerprint width is chosen.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -179,13 +177,7 @@ impl Fixed {
     /// Inserts up to `BATCH` items by hash, in order, their buckets prefetched a few items
     /// ahead; stops at the first that fails and returns its index in `hashes`.
     pub(crate) fn insert_batch(&self, hashes: &[u64]) -> Result<(), (usize, InsertError)> {
-        debug_assert!(hashes.len() <= BATCH);
-        let mut keys = [ItemKey::default(); BATCH];
-        for (key, &hash) in keys.iter_mut().zip(hashes) {
-            *key = self.table.key(hash);
-        }
-        self.table
-            .insert_batch(&keys[..hashes.len()], |i| self.insert(hashes[i]))
+        self.insert_batch_with(hashes, true, |hash| self.insert(hash))
     }
 
     /// As `insert_batch`, with set semantics (`insert_unique`): returns how many were added.
@@ -194,18 +186,21 @@ impl Fixed {
         hashes: &[u64],
     ) -> Result<usize, (usize, InsertError)> {
         let mut added = 0;
-        self.insert_batch_with(hashes, |hash| {
+        self.insert_batch_with(hashes, false, |hash| {
             added += usize::from(self.insert_unique(hash)?);
             Ok(())
         })?;
         Ok(added)
     }
 
-    /// Runs `insert` on each hash in order, the buckets of the items a few places ahead
-    /// prefetched; stops at the first that fails and returns its index in `hashes`.
+    /// Runs `insert` on each hash in order through `Table::insert_batch` (which prefetches the
+    /// buckets of the items a few places ahead and, when `claiming`, claims lanes for the items
+    /// that find one, `insert` taking the others); stops at the first that fails and returns
+    /// its index in `hashes`.
     fn insert_batch_with(
         &self,
         hashes: &[u64],
+        claiming: bool,
         mut insert: impl FnMut(u64) -> Result<(), InsertError>,
     ) -> Result<(), (usize, InsertError)> {
         debug_assert!(hashes.len() <= BATCH);
@@ -213,20 +208,8 @@ impl Fixed {
         for (key, &hash) in keys.iter_mut().zip(hashes) {
             *key = self.table.key(hash);
         }
-        // The first items' buckets are asked for at once; then each insert asks for the
-        // buckets of the item `PREFETCH_AHEAD` places later, so their round trips overlap the
-        // inserts in between.
-        let keys = &keys[..hashes.len()];
-        for key in keys.iter().take(PREFETCH_AHEAD) {
-            self.table.prefetch(*key);
-        }
-        for (i, &hash) in hashes.iter().enumerate() {
-            if let Some(key) = keys.get(i + PREFETCH_AHEAD) {
-                self.table.prefetch(*key);
-            }
-            insert(hash).map_err(|e| (i, e))?;
-        }
-        Ok(())
+        self.table
+            .insert_batch(&keys[..hashes.len()], claiming, |i| insert(hashes[i]))
     }
 
     pub(crate) fn count_copies(&self, hash: u64) -> usize {

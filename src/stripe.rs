@@ -340,7 +340,6 @@ impl StripeSet {
 
     /// Sets the item count of a table restored from a snapshot (see `Shards::set_items`).
     pub(crate) fn set_items(&mut self, items: usize) {
-        self.reset_items(None);
         if let Some(shards) = &self.shards {
             shards.set_items(items as u64);
         }

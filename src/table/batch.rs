@@ -73,23 +73,25 @@ impl Table {
         }
     }
 
-    /// Inserts `keys` in order as `insert` would, asking for the buckets of the key
-    /// `PREFETCH_AHEAD` places later before each. In a table whose inserts claim lanes (see
-    /// `claim_as`), the batch announces one claim for all the keys that find a lane they may
-    /// claim; any other key goes to `locked(i)` (the caller's insert of `keys[i]`), with the
-    /// claim ended first, since a locked insert may wait for a freeze, which waits for claims.
-    /// Stops at the first key that `locked` fails, with its index.
+    /// Inserts `keys` in order, each through `locked(i)` (the caller's insert of `keys[i]`),
+    /// asking for the buckets of the key `PREFETCH_AHEAD` places later before each. When
+    /// `claiming` (multiset inserts) in a table whose inserts claim lanes (see `claim_as`),
+    /// the batch announces one claim for all the keys that find a lane they may claim, and only
+    /// the others go to `locked`, with the claim ended first, since a locked insert may wait
+    /// for a freeze, which waits for claims. Stops at the first key that `locked` fails, with
+    /// its index.
     pub(crate) fn insert_batch<E>(
         &self,
         keys: &[ItemKey],
+        claiming: bool,
         locked: impl FnMut(usize) -> Result<(), E>,
     ) -> Result<(), (usize, E)> {
         match self.layout.access() {
-            Access::Word => self.insert_batch_as::<WORD, E>(keys, locked),
-            Access::Within => self.insert_batch_as::<WITHIN, E>(keys, locked),
-            Access::Straddling => self.insert_batch_as::<STRADDLING, E>(keys, locked),
-            Access::Sorted64 => self.insert_batch_as::<SORTED64, E>(keys, locked),
-            Access::General => self.insert_batch_as::<GENERAL, E>(keys, locked),
+            Access::Word => self.insert_batch_as::<WORD, E>(keys, claiming, locked),
+            Access::Within => self.insert_batch_as::<WITHIN, E>(keys, claiming, locked),
+            Access::Straddling => self.insert_batch_as::<STRADDLING, E>(keys, claiming, locked),
+            Access::Sorted64 => self.insert_batch_as::<SORTED64, E>(keys, claiming, locked),
+            Access::General => self.insert_batch_as::<GENERAL, E>(keys, claiming, locked),
         }
     }
 
@@ -97,6 +99,7 @@ impl Table {
     fn insert_batch_as<const A: u8, E>(
         &self,
         keys: &[ItemKey],
+        claiming: bool,
         mut locked: impl FnMut(usize) -> Result<(), E>,
     ) -> Result<(), (usize, E)> {
         // The first keys' buckets are asked for at once; then each insert asks for those of the
@@ -109,7 +112,7 @@ impl Table {
             if let Some(&ahead) = keys.get(i + PREFETCH_AHEAD) {
                 self.prefetch(ahead);
             }
-            if is_one_part(A) {
+            if is_one_part(A) && claiming {
                 let (a, b) = self.buckets_of(key);
                 if claim.is_none() {
                     claim = self.stripes.claim(a);
