@@ -16,6 +16,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use redis::{Cmd, ConnectionLike, ErrorKind, Pipeline, RedisError, Value};
 
 use super::chunks::{self, MAX_CHUNK};
+use super::cluster_slot::{hash_tag, key_slot, tag_for_slot};
 use super::error::LoadError;
 use super::filter::RedisCuckooFilter;
 use super::header::{Header, HEADER_LEN};
@@ -631,44 +632,6 @@ fn redis_version(reply: &Value) -> Option<String> {
     text.lines()
         .find_map(|line| line.strip_prefix("redis_version:"))
         .map(|v| v.trim().to_owned())
-}
-
-/// Redis Cluster's hash tag of `key`: the bytes between its first `{` and the first `}` after
-/// that, if there are any; `None` when the whole key is hashed (no `{`, no `}` after it, or
-/// nothing between them).
-fn hash_tag(key: &[u8]) -> Option<&[u8]> {
-    let open = key.iter().position(|&b| b == b'{')?;
-    let len = key[open + 1..].iter().position(|&b| b == b'}')?;
-    (len > 0).then(|| &key[open + 1..open + 1 + len])
-}
-
-/// CRC-16/XMODEM (polynomial 0x1021, initial value 0), Redis Cluster's key hash.
-fn crc16(bytes: &[u8]) -> u16 {
-    bytes.iter().fold(0u16, |mut crc, &b| {
-        crc ^= u16::from(b) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-        crc
-    })
-}
-
-/// The cluster hash slot of `key`.
-fn key_slot(key: &[u8]) -> u16 {
-    crc16(hash_tag(key).unwrap_or(key)) & 0x3fff
-}
-
-/// The shortest lower-case hex number whose slot is `slot` (every slot has one below
-/// 0x100000: the unit tests check them all).
-fn tag_for_slot(slot: u16) -> Vec<u8> {
-    (0u32..)
-        .map(|n| format!("{n:x}").into_bytes())
-        .find(|tag| crc16(tag) & 0x3fff == slot)
-        .unwrap_or_default()
 }
 
 /// A temporary key in the same hash slot as `key` (so that `RENAME` works in a cluster):
@@ -1291,6 +1254,7 @@ fn load_chunks(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::redisbloom::cluster_slot::reference_slot;
 
     #[test]
     fn rdb_versions_follow_the_redis_version() {
@@ -1308,43 +1272,6 @@ mod tests {
         ] {
             assert_eq!(rdb_version_for(version), rdb, "{version}");
         }
-    }
-
-    /// The cluster specification's slot, written plainly as an oracle for `key_slot`: the hash
-    /// tag is what lies between the first `{` and the first `}` after it, if that is not
-    /// empty; CRC16-CCITT (XMODEM) computed bit by bit, not by table. (The bridge tests also
-    /// check temporary keys against a server's `CLUSTER KEYSLOT`.)
-    fn reference_slot(key: &[u8]) -> u16 {
-        let hashed = key
-            .iter()
-            .position(|&b| b == b'{')
-            .and_then(|open| {
-                let rest = &key[open + 1..];
-                let len = rest.iter().position(|&b| b == b'}')?;
-                (len > 0).then(|| &rest[..len])
-            })
-            .unwrap_or(key);
-        let mut crc = 0u16;
-        for &byte in hashed {
-            crc ^= u16::from(byte) << 8;
-            for _ in 0..8 {
-                crc = if crc & 0x8000 != 0 {
-                    (crc << 1) ^ 0x1021
-                } else {
-                    crc << 1
-                };
-            }
-        }
-        crc & 0x3fff
-    }
-
-    /// The oracle itself, on the specification's check value and slots that Redis documents.
-    #[test]
-    fn the_reference_slot_matches_known_values() {
-        // CRC16-XMODEM's check value: 0x31C3 for "123456789", whose slot is its low 14 bits.
-        assert_eq!(reference_slot(b"123456789"), 0x31c3 & 0x3fff);
-        assert_eq!(reference_slot(b"foo"), 12_182);
-        assert_eq!(reference_slot(b"{foo}.bar"), 12_182);
     }
 
     /// Temporary keys land in their key's slot: keys with and without a hash tag, with a `}`
@@ -1387,35 +1314,6 @@ mod tests {
             assert!(key.is_empty() || at.is_some(), "{:?}", show(&tmp));
         }
         assert_ne!(temp_key(b"k"), temp_key(b"k"));
-    }
-
-    /// This crate's slot function agrees with the specification's, written plainly, on many
-    /// random keys made of few distinct bytes (braces often), and the slot search behind `{n}`
-    /// tags ends for every slot.
-    #[test]
-    fn slots_agree_with_the_specification_and_every_slot_has_a_tag() {
-        let mut rng = crate::redisbloom::testkit::Rng::seeded("slots_agree_with_the_specification");
-        for _ in 0..20_000 {
-            let len = rng.below(8) as usize;
-            let key: Vec<u8> = (0..len)
-                .map(|_| b"{}a\xff"[rng.below(4) as usize])
-                .collect();
-            assert_eq!(key_slot(&key), reference_slot(&key), "{key:?}");
-        }
-        let mut found = vec![false; 1 << 14];
-        let mut left = found.len();
-        for n in 0u32..0x10_0000 {
-            let slot = crc16(format!("{n:x}").as_bytes()) & 0x3fff;
-            if !std::mem::replace(&mut found[usize::from(slot)], true) {
-                left -= 1;
-                if left == 0 {
-                    println!("every slot has a tag below {n:#x}");
-                    break;
-                }
-            }
-        }
-        assert_eq!(left, 0);
-        assert_eq!(key_slot(&tag_for_slot(12_182)), 12_182);
     }
 
     #[test]

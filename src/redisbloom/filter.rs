@@ -200,6 +200,11 @@ impl Default for RedisBuilder {
 }
 
 impl RedisBuilder {
+    /// The capacity given to [`capacity`](RedisBuilder::capacity), checked or not.
+    pub(crate) fn shard_capacity(&self) -> u64 {
+        self.capacity
+    }
+
     /// `CF.RESERVE`'s capacity: `2 × bucket_size ..= 2^30`. The first sub-filter gets
     /// `capacity / bucket_size` buckets rounded up to a power of two.
     ///
@@ -358,8 +363,13 @@ impl RedisCuckooFilter {
     /// `CF.EXISTS`: whether the item may be in the filter. Never `false` for an inserted item
     /// (one not deleted since); wait-free.
     pub fn contains(&self, item: impl AsRef<[u8]>) -> bool {
-        let h = ItemHash::of(item.as_ref());
-        self.lookup(&h) != Lookup::Absent
+        self.contains_hash(&ItemHash::of(item.as_ref()))
+    }
+
+    /// `contains` of a hashed item.
+    #[inline]
+    pub(crate) fn contains_hash(&self, h: &ItemHash) -> bool {
+        self.lookup(h) != Lookup::Absent
     }
 
     /// Sub-filters are read newest first: a compaction copies a fingerprint into an older
@@ -422,8 +432,12 @@ impl RedisCuckooFilter {
     /// (the crate's read limit, `READ_ATTEMPTS`) waits for it to end: a count has no "maybe"
     /// to fall back on.
     pub fn count(&self, item: impl AsRef<[u8]>) -> u64 {
-        let h = ItemHash::of(item.as_ref());
-        let sum = || (0..self.live()).map(|i| self.sub(i).count(&h) as u64).sum();
+        self.count_hash(&ItemHash::of(item.as_ref()))
+    }
+
+    /// `count` of a hashed item.
+    pub(crate) fn count_hash(&self, h: &ItemHash) -> u64 {
+        let sum = || (0..self.live()).map(|i| self.sub(i).count(h) as u64).sum();
         let counted = retry_read(READ_ATTEMPTS, |_| {
             // Acquire: the loads below see every move of the compaction that ended here.
             let begun = self.compacting.load(Ordering::Acquire);
@@ -542,38 +556,25 @@ impl RedisCuckooFilter {
     fn in_batches<I, E>(
         &self,
         items: I,
-        mut each: impl FnMut(&ItemHash) -> Result<(), E>,
+        each: impl FnMut(&ItemHash) -> Result<(), E>,
     ) -> Result<(), E>
     where
         I: IntoIterator,
         I::Item: AsRef<[u8]>,
     {
-        let mut items = items.into_iter();
-        let mut batch = [ItemHash::from_hash(0); BATCH];
-        loop {
-            let mut n = 0;
-            for (slot, item) in batch.iter_mut().zip(items.by_ref()) {
-                *slot = ItemHash::of(item.as_ref());
-                n += 1;
-            }
-            let hashes = &batch[..n];
-            let mut sink = 0u64;
-            // The newest sub-filters only: inserts try them first, and a filter grown to
-            // thousands of sub-filters would spend more on touching than it saves.
-            for i in (0..self.live()).rev().take(PROBED) {
-                let sub = self.sub(i);
-                for h in hashes {
-                    sink ^= sub.touch(h);
-                }
-            }
-            std::hint::black_box(sink);
-            for h in hashes {
-                each(h)?;
-            }
-            if n < BATCH {
-                return Ok(());
-            }
-        }
+        in_hashed_batches(items, |h| self.touch(h), each)
+    }
+
+    /// Loads the first word of the item's buckets in the newest sub-filters (inserts try them
+    /// first, and a filter grown to thousands of sub-filters would spend more on touching than
+    /// it saves): a batch touches all its items' buckets before it handles any, so that their
+    /// cache misses overlap.
+    #[inline]
+    pub(crate) fn touch(&self, h: &ItemHash) -> u64 {
+        (0..self.live())
+            .rev()
+            .take(PROBED)
+            .fold(0, |sink, i| sink ^ self.sub(i).touch(h))
     }
 
     /// `CF.MEXISTS`: `results` is cleared and receives [`contains`](RedisCuckooFilter::contains)
@@ -603,7 +604,7 @@ impl RedisCuckooFilter {
     }
 
     /// `insert_unique` of a hashed item, without the sub-filter limit check.
-    fn insert_unique_hash(&self, h: &ItemHash) -> Result<bool, RedisInsertError> {
+    pub(crate) fn insert_unique_hash(&self, h: &ItemHash) -> Result<bool, RedisInsertError> {
         let gate = (h.h1 as usize) % UNIQUE_GATES;
         let _gate = self.unique_gates.lock_pair(gate, gate);
         if (0..self.live()).rev().any(|i| self.sub(i).holds(h)) {
@@ -612,7 +613,7 @@ impl RedisCuckooFilter {
         self.insert_hash(h).map(|()| true)
     }
 
-    fn check_expansions(&self) -> Result<(), RedisInsertError> {
+    pub(crate) fn check_expansions(&self) -> Result<(), RedisInsertError> {
         if self.live() >= self.max_expansions as usize {
             return Err(RedisInsertError::MaxExpansionsReached);
         }
@@ -621,7 +622,7 @@ impl RedisCuckooFilter {
 
     /// RedisBloom's insert: the lowest free slot of bucket `h1`, then `h2`, in every sub-filter
     /// from the newest; then a kick walk in the newest; then growth.
-    fn insert_hash(&self, h: &ItemHash) -> Result<(), RedisInsertError> {
+    pub(crate) fn insert_hash(&self, h: &ItemHash) -> Result<(), RedisInsertError> {
         'retry: loop {
             let live = self.live();
             for i in (0..live).rev() {
@@ -694,11 +695,15 @@ impl RedisCuckooFilter {
     /// Only remove items you added: removing another may remove the fingerprint of an item
     /// that collides with it.
     pub fn remove(&self, item: impl AsRef<[u8]>) -> bool {
-        let h = ItemHash::of(item.as_ref());
+        self.remove_hash(&ItemHash::of(item.as_ref()))
+    }
+
+    /// `remove` of a hashed item.
+    pub(crate) fn remove_hash(&self, h: &ItemHash) -> bool {
         let removed = (0..self.live()).rev().any(|i| {
             let sub = self.sub(i);
-            let guard = sub.lock_item(&h);
-            match sub.slot_of(sub.pair(&h), h.fp) {
+            let guard = sub.lock_item(h);
+            match sub.slot_of(sub.pair(h), h.fp) {
                 Some(at) => {
                     sub.write_slot(at, h.fp, 0);
                     guard.add_items(-1);
@@ -983,6 +988,37 @@ fn subs_from_bytes(g: Geometry, data: &[Vec<u8>]) -> Result<Vec<SubFilter>, Allo
             SubFilter::from_bytes(buckets, g.bucket_size, bytes)
         })
         .collect()
+}
+
+/// Runs `each` on the items' hashes in order, `BATCH` at a time, after `touch` of every hash
+/// of the batch (see `RedisCuckooFilter::touch`); stops at the first error.
+pub(crate) fn in_hashed_batches<I, E>(
+    items: I,
+    touch: impl Fn(&ItemHash) -> u64,
+    mut each: impl FnMut(&ItemHash) -> Result<(), E>,
+) -> Result<(), E>
+where
+    I: IntoIterator,
+    I::Item: AsRef<[u8]>,
+{
+    let mut items = items.into_iter();
+    let mut batch = [ItemHash::from_hash(0); BATCH];
+    loop {
+        let mut n = 0;
+        for (slot, item) in batch.iter_mut().zip(items.by_ref()) {
+            *slot = ItemHash::of(item.as_ref());
+            n += 1;
+        }
+        let hashes = &batch[..n];
+        let sink = hashes.iter().fold(0, |sink, h| sink ^ touch(h));
+        std::hint::black_box(sink);
+        for h in hashes {
+            each(h)?;
+        }
+        if n < BATCH {
+            return Ok(());
+        }
+    }
 }
 
 impl fmt::Debug for RedisCuckooFilter {

@@ -74,11 +74,15 @@
 //! | `raw` | a checked filter image: header, geometry, sub-filter bytes |
 //! | `payload` | the `DUMP`/`RESTORE` payload, built on `rdb` (RDB encodings), `crc64`, `lzf` |
 //! | `error` | [`LoadError`], [`LzfError`], [`ReserveError`] |
+//! | `sharded` | [`ShardedFilter`]: one filter over several shards, and the rule that picks an item's shard |
+//! | `cluster_slot` | (feature `redis`) Redis Cluster's key slots and hash tags |
 //! | `bridge` | (feature `redis`) `export_to` / `import_from` a live Redis, `BridgeError` |
 
 #[cfg(feature = "redis")]
 mod bridge;
 mod chunks;
+#[cfg(feature = "redis")]
+mod cluster_slot;
 mod compact;
 mod crc64;
 mod error;
@@ -91,6 +95,7 @@ mod params;
 mod payload;
 mod raw;
 mod rdb;
+mod sharded;
 mod sub_filter;
 #[cfg(test)]
 mod testkit;
@@ -101,3 +106,4 @@ pub use bridge::{BridgeError, ExportMode, ExportSummary};
 pub use error::{LoadError, LzfError, RedisInsertError, ReserveError};
 pub use filter::{RedisBuilder, RedisCuckooFilter, RedisInfo};
 pub use payload::PORTABLE_RDB_VERSION;
+pub use sharded::{ShardError, ShardedFilter, MAX_SHARDS};

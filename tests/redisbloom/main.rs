@@ -14,3 +14,4 @@ mod error_types;
 mod filter;
 mod lookup_stress;
 mod model_equivalence;
+mod sharded;
