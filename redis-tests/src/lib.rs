@@ -454,3 +454,110 @@ impl Drop for CuttingProxy {
         let _ = TcpStream::connect(("127.0.0.1", self.port));
     }
 }
+
+/// A Redis Cluster of masters on 127.0.0.1, each a [`Server`] with `cluster-enabled yes`: the
+/// slots split into contiguous ranges of (nearly) equal size in node order, as `redis-cli
+/// --cluster create` splits them, the nodes joined with `CLUSTER MEET`. Ready when every node
+/// says `cluster_state:ok` and knows every other.
+pub struct Cluster {
+    /// The nodes, in slot order; `None` once killed.
+    pub nodes: Vec<Option<Server>>,
+}
+
+impl Cluster {
+    /// `masters` masters, each with the RedisBloom module.
+    pub fn start(test: &str, masters: usize) -> Cluster {
+        Self::start_with_modules(test, &vec![true; masters])
+    }
+
+    /// One master per entry of `modules`, with the module where it says `true`.
+    pub fn start_with_modules(test: &str, modules: &[bool]) -> Cluster {
+        // Bus ports of their own: the default, the port plus 10000, may be taken or too large.
+        let buses: Vec<u16> = modules.iter().map(|_| free_port()).collect();
+        let nodes: Vec<Server> = modules
+            .iter()
+            .zip(&buses)
+            .map(|(&module, bus)| {
+                let bus = bus.to_string();
+                Server::start_with(
+                    test,
+                    &[
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        "--cluster-port",
+                        &bus,
+                        "--cluster-node-timeout",
+                        "2000",
+                    ],
+                    module,
+                )
+            })
+            .collect();
+        let masters = nodes.len();
+        for (i, node) in nodes.iter().enumerate() {
+            let mut conn = node.conn();
+            let (first, last) = (i * 16384 / masters, (i + 1) * 16384 / masters - 1);
+            redis::cmd("CLUSTER")
+                .arg("ADDSLOTSRANGE")
+                .arg(first)
+                .arg(last)
+                .query::<()>(&mut conn)
+                .expect("CLUSTER ADDSLOTSRANGE");
+            if i > 0 {
+                redis::cmd("CLUSTER")
+                    .arg("MEET")
+                    .arg("127.0.0.1")
+                    .arg(nodes[0].port)
+                    .arg(buses[0])
+                    .query::<()>(&mut conn)
+                    .expect("CLUSTER MEET");
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for node in &nodes {
+            let mut conn = node.conn();
+            loop {
+                let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut conn).unwrap();
+                let known = format!("cluster_known_nodes:{masters}\r\n");
+                if info.contains("cluster_state:ok") && info.contains(&known) {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "{test}: cluster not ok:\n{info}");
+                thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Cluster {
+            nodes: nodes.into_iter().map(Some).collect(),
+        }
+    }
+
+    /// The URLs of the nodes still running.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().flatten().map(Server::url).collect()
+    }
+
+    /// A cluster connection (the `redis` crate's), which routes each command to its key's
+    /// node and follows `MOVED` and `ASK`.
+    pub fn conn(&self) -> redis::cluster::ClusterConnection {
+        redis::cluster::ClusterClient::builder(self.urls())
+            .connection_timeout(Duration::from_secs(2))
+            .response_timeout(Duration::from_secs(5))
+            .retries(2)
+            .build()
+            .expect("cluster client")
+            .get_connection()
+            .expect("cluster connection")
+    }
+
+    /// A plain connection to node `i`.
+    pub fn node_conn(&self, i: usize) -> redis::Connection {
+        self.nodes[i].as_ref().expect("a running node").conn()
+    }
+
+    /// Stops node `i` (its process is killed).
+    pub fn kill(&mut self, i: usize) {
+        self.nodes[i] = None;
+    }
+}

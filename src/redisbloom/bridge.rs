@@ -232,7 +232,7 @@ impl std::error::Error for BridgeError {
 }
 
 /// A key as text, for error messages.
-fn show(key: &[u8]) -> String {
+pub(super) fn show(key: &[u8]) -> String {
     String::from_utf8_lossy(key).into_owned()
 }
 
@@ -251,7 +251,7 @@ fn abridged(reply: &Value) -> String {
 }
 
 /// The full text of a server error reply, as the server sent it (`code detail`).
-fn server_text(error: &redis::ServerError) -> String {
+pub(super) fn server_text(error: &redis::ServerError) -> String {
     match error.details() {
         Some(detail) => format!("{} {detail}", error.code()),
         None => error.code().to_owned(),
@@ -259,7 +259,7 @@ fn server_text(error: &redis::ServerError) -> String {
 }
 
 /// A server error reply to `command` on `key`, classified.
-fn refusal(command: &'static str, key: &[u8], message: String) -> BridgeError {
+pub(super) fn refusal(command: &'static str, key: &[u8], message: String) -> BridgeError {
     if message.starts_with("WRONGTYPE") {
         BridgeError::WrongType {
             key: show(key),
@@ -304,15 +304,15 @@ fn server_error_text(error: &RedisError) -> Option<String> {
 }
 
 /// Talks to one key: counts commands and round trips, and turns replies into typed errors.
-struct Session<'c> {
+pub(super) struct Session<'c> {
     conn: &'c mut dyn ConnectionLike,
-    key: &'c [u8],
-    commands: u64,
-    round_trips: u64,
+    pub(super) key: &'c [u8],
+    pub(super) commands: u64,
+    pub(super) round_trips: u64,
 }
 
 impl<'c> Session<'c> {
-    fn new(conn: &'c mut dyn ConnectionLike, key: &'c [u8]) -> Self {
+    pub(super) fn new(conn: &'c mut dyn ConnectionLike, key: &'c [u8]) -> Self {
         Session {
             conn,
             key,
@@ -322,7 +322,7 @@ impl<'c> Session<'c> {
     }
 
     /// Sends one command; a server error reply is `Ok(Err(text))`.
-    fn raw(
+    pub(super) fn raw(
         &mut self,
         command: &'static str,
         cmd: &Cmd,
@@ -333,7 +333,7 @@ impl<'c> Session<'c> {
 
     /// As [`raw`](Session::raw), for one command already in RESP form (sent as it is, without
     /// the copies a [`Cmd`] makes of its arguments).
-    fn raw_packed(
+    pub(super) fn raw_packed(
         &mut self,
         command: &'static str,
         packed: &[u8],
@@ -361,14 +361,14 @@ impl<'c> Session<'c> {
     }
 
     /// Sends one command; a server error reply is an error.
-    fn call(&mut self, command: &'static str, cmd: &Cmd) -> Result<Value, BridgeError> {
+    pub(super) fn call(&mut self, command: &'static str, cmd: &Cmd) -> Result<Value, BridgeError> {
         self.raw(command, cmd)?
             .map_err(|message| refusal(command, self.key, message))
     }
 
     /// Sends a pipeline (atomic or not), each reply kept as it is, errors included; `None` when
     /// a `WATCH`ed transaction was aborted.
-    fn pipeline(
+    pub(super) fn pipeline(
         &mut self,
         command: &'static str,
         pipe: &mut Pipeline,
@@ -418,7 +418,7 @@ impl<'c> Session<'c> {
     }
 
     /// Best effort, after a failure: the failure is what the caller reports.
-    fn quietly(&mut self, cmd: &Cmd) {
+    pub(super) fn quietly(&mut self, cmd: &Cmd) {
         self.commands += 1;
         self.round_trips += 1;
         let _ = self.conn.req_command(cmd);
@@ -440,7 +440,7 @@ impl<'c> Session<'c> {
 }
 
 /// A reply that must be `OK`.
-fn expect_ok(
+pub(super) fn expect_ok(
     session: &Session<'_>,
     command: &'static str,
     reply: Value,
@@ -454,7 +454,7 @@ fn expect_ok(
 }
 
 /// A reply that must be an integer (RESP3 may give a boolean).
-fn expect_int(
+pub(super) fn expect_int(
     session: &Session<'_>,
     command: &'static str,
     reply: Value,
@@ -568,7 +568,7 @@ fn sub_filter_lens(geometry: &Geometry, filters: u16) -> Result<Vec<usize>, Load
 /// Checks a snapshot before it is sent: the header is one Redis accepts and that is not
 /// corrupt, there are as many sub-filters as it says, each exactly as long as its buckets, and
 /// the item count is the number of occupied slots. (A filter of this crate always passes.)
-fn check_exportable(header: &Header, data: &[Vec<u8>]) -> Result<(), LoadError> {
+pub(super) fn check_exportable(header: &Header, data: &[Vec<u8>]) -> Result<(), LoadError> {
     let (geometry, filters) = header.validate()?;
     if data.len() != usize::from(filters) {
         return Err(LoadError::FilterCount {
@@ -779,7 +779,7 @@ impl RedisCuckooFilter {
         let max_bulk = max_bulk_len(&mut session)?;
         let (bytes, rdb_version) = match mode {
             ExportMode::Restore { replace } => {
-                let (bytes, version) = restore(&mut session, &header, &data, replace, max_bulk)?;
+                let (bytes, version) = restore(&mut session, &header, &data, replace, 0, max_bulk)?;
                 (bytes, Some(version))
             }
             ExportMode::LoadChunk => (
@@ -1026,7 +1026,7 @@ fn check_module(session: &mut Session<'_>) -> Result<(), BridgeError> {
 
 /// The server's `proto-max-bulk-len` (the longest argument it takes: a longer one makes it
 /// close the connection), or `None` where `CONFIG GET` is refused or its reply is unclear.
-fn max_bulk_len(session: &mut Session<'_>) -> Result<Option<u64>, BridgeError> {
+pub(super) fn max_bulk_len(session: &mut Session<'_>) -> Result<Option<u64>, BridgeError> {
     let get = redis::cmd("CONFIG")
         .arg("GET")
         .arg("proto-max-bulk-len")
@@ -1061,12 +1061,14 @@ fn put_bulk(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
-/// The `Restore` export: returns the bytes sent and the RDB version taken.
-fn restore(
+/// The `Restore` export (with an expiry of `ttl_ms` milliseconds, or none for 0): returns the
+/// bytes sent and the RDB version taken.
+pub(super) fn restore(
     session: &mut Session<'_>,
     header: &Header,
     data: &[Vec<u8>],
     replace: bool,
+    ttl_ms: u64,
     max_bulk: Option<u64>,
 ) -> Result<(u64, u16), BridgeError> {
     let lens: Vec<usize> = data.iter().map(Vec::len).collect();
@@ -1094,7 +1096,7 @@ fn restore(
     packed.extend_from_slice(if replace { b"*5\r\n" } else { b"*4\r\n" });
     put_bulk(&mut packed, b"RESTORE");
     put_bulk(&mut packed, key);
-    put_bulk(&mut packed, b"0");
+    put_bulk(&mut packed, ttl_ms.to_string().as_bytes());
     put_bulk_len(&mut packed, len);
     let start = packed.len();
     let slices: Vec<&[u8]> = data.iter().map(Vec::as_slice).collect();

@@ -1,5 +1,7 @@
 //! Redis Cluster's key slots: the hash tag, CRC-16/XMODEM, and a tag for a chosen slot.
 
+use std::sync::OnceLock;
+
 /// Redis Cluster's hash tag of `key`: the bytes between its first `{` and the first `}` after
 /// that, if there are any; `None` when the whole key is hashed (no `{`, no `}` after it, or
 /// nothing between them).
@@ -29,13 +31,31 @@ pub(crate) fn key_slot(key: &[u8]) -> u16 {
     crc16(hash_tag(key).unwrap_or(key)) & 0x3fff
 }
 
-/// The shortest lower-case hex number whose slot is `slot` (every slot has one below
-/// 0x100000: the unit tests check them all).
+/// The shortest lower-case hex number whose slot is `slot` (the smallest number: every slot
+/// has one below 0x100000, the unit tests check them all).
 pub(crate) fn tag_for_slot(slot: u16) -> Vec<u8> {
-    (0u32..)
-        .map(|n| format!("{n:x}").into_bytes())
-        .find(|tag| crc16(tag) & 0x3fff == slot)
-        .unwrap_or_default()
+    format!("{:x}", smallest_tags()[usize::from(slot & 0x3fff)]).into_bytes()
+}
+
+/// For each slot, the smallest number whose lower-case hex has that slot: found once, by one
+/// pass over the numbers from 0 (a few hundred thousand CRCs), for every slot at once.
+fn smallest_tags() -> &'static [u32] {
+    static TAGS: OnceLock<Box<[u32]>> = OnceLock::new();
+    TAGS.get_or_init(|| {
+        let mut tags = vec![u32::MAX; 1 << 14];
+        let mut left = tags.len();
+        for n in 0u32.. {
+            let tag = &mut tags[usize::from(crc16(format!("{n:x}").as_bytes()) & 0x3fff)];
+            if *tag == u32::MAX {
+                *tag = n;
+                left -= 1;
+                if left == 0 {
+                    break;
+                }
+            }
+        }
+        tags.into_boxed_slice()
+    })
 }
 
 /// The cluster specification's slot, written plainly as an oracle for `key_slot`: the hash
@@ -107,5 +127,15 @@ mod tests {
         }
         assert_eq!(left, 0);
         assert_eq!(key_slot(&tag_for_slot(12_182)), 12_182);
+        for slot in 0..1u16 << 14 {
+            assert_eq!(reference_slot(&tag_for_slot(slot)), slot);
+        }
+        // The table holds the smallest number of each slot, as a search from 0 finds it.
+        for slot in (0..1u16 << 14).step_by(331) {
+            let smallest = (0u32..)
+                .map(|n| format!("{n:x}").into_bytes())
+                .find(|tag| reference_slot(tag) == slot);
+            assert_eq!(Some(tag_for_slot(slot)), smallest, "slot {slot}");
+        }
     }
 }

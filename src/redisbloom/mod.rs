@@ -76,11 +76,15 @@
 //! | `error` | [`LoadError`], [`LzfError`], [`ReserveError`] |
 //! | `sharded` | [`ShardedFilter`]: one filter over several shards, and the rule that picks an item's shard |
 //! | `cluster_slot` | (feature `redis`) Redis Cluster's key slots and hash tags |
+//! | `manifest` | (feature `redis`) a sharded filter's names in Redis: shard keys, the manifest |
+//! | `cluster` | (feature `redis`) [`ShardedFilter`] in Redis: export, import, `ClusterFilter` |
 //! | `bridge` | (feature `redis`) `export_to` / `import_from` a live Redis, `BridgeError` |
 
 #[cfg(feature = "redis")]
 mod bridge;
 mod chunks;
+#[cfg(feature = "redis")]
+mod cluster;
 #[cfg(feature = "redis")]
 mod cluster_slot;
 mod compact;
@@ -91,6 +95,8 @@ mod hash;
 mod header;
 mod kick;
 mod lzf;
+#[cfg(feature = "redis")]
+mod manifest;
 mod params;
 mod payload;
 mod raw;
@@ -103,6 +109,9 @@ mod testkit;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use bridge::{BridgeError, ExportMode, ExportSummary};
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use cluster::{ClusterError, ClusterExport, ClusterExportSummary, ClusterFilter};
 pub use error::{LoadError, LzfError, RedisInsertError, ReserveError};
 pub use filter::{RedisBuilder, RedisCuckooFilter, RedisInfo};
 pub use payload::PORTABLE_RDB_VERSION;

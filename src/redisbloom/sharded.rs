@@ -77,9 +77,14 @@ impl std::error::Error for ShardError {
 }
 
 /// One logical cuckoo filter over `n` RedisBloom filters (shards): each item lives in the one
-/// shard that its RedisBloom hash picks, so each shard can be one key of a Redis Cluster,
-/// and any client that follows the rule (see the [module docs](self) and `docs/SHARDED.md`)
-/// finds an item with one `CF.EXISTS` on its shard.
+/// shard that its RedisBloom hash picks, so each shard can be one key of a Redis Cluster, and
+/// any client that follows the rule finds an item with one `CF.EXISTS` on its shard.
+///
+/// **The rule**: with `H` the item's MurmurHash64A (seed 0, as `CF.ADD` computes it), the
+/// item's shard among `n` is `((H >> 32) × n) >> 32`. A shard's buckets use the low bits of
+/// `H` and its fingerprint `H mod 255 + 1`, which the high bits leave uniform, so each shard
+/// keeps the false-positive rate of one filter. `docs/SHARDED.md` writes the rule out for
+/// other languages, with the key names and the manifest of a filter in Redis.
 ///
 /// Every operation takes `&self` and goes to the item's shard, a [`RedisCuckooFilter`] with
 /// its [concurrency rules](crate::redisbloom#concurrency): share the filter as
@@ -169,8 +174,8 @@ impl ShardedFilter {
         &self.shards
     }
 
-    /// The shard that holds `item`, `0..shards().len()`, by the rule of the
-    /// [module docs](self).
+    /// The shard that holds `item`, `0..shards().len()`, by the rule of
+    /// [`ShardedFilter`].
     ///
     /// ```
     /// use atomic_cuckoo::redisbloom::ShardedFilter;

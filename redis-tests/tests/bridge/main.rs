@@ -9,4 +9,5 @@ mod common;
 
 mod export_import;
 mod penetration_guard;
+mod sharded_cluster;
 mod without_a_server;

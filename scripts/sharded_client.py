@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Looks items up in an atomic-cuckoo sharded filter in a Redis Cluster: a client in another
+language, written from docs/SHARDED.md alone (the rule, the manifest), with redis-py.
+
+Usage: sharded_client.py --host H --port P --name NAME --items FILE
+
+FILE holds one item per line (UTF-8, without the newline). Prints one line per item, in order:
+1 if the filter may hold it, 0 if not. Exits 1 with a message on stderr if the manifest is
+missing or malformed, or a shard key it names is missing.
+
+redis-py comes from scripts/install-redis.sh (PYTHONPATH=.redis-stack/python).
+"""
+import argparse
+import sys
+
+from redis.cluster import RedisCluster
+
+M, R, MASK = 0xC6A4A7935BD1E995, 47, (1 << 64) - 1
+MAGIC = "atomic-cuckoo sharded filter v1"
+
+
+def murmur64a(data: bytes) -> int:
+    h = (len(data) * M) & MASK
+    whole = len(data) // 8 * 8
+    for i in range(0, whole, 8):
+        k = (int.from_bytes(data[i:i + 8], "little") * M) & MASK
+        k = ((k ^ (k >> R)) * M) & MASK
+        h = ((h ^ k) * M) & MASK
+    if len(data) > whole:
+        h = ((h ^ int.from_bytes(data[whole:], "little")) * M) & MASK
+    h = ((h ^ (h >> R)) * M) & MASK
+    return h ^ (h >> R)
+
+
+def shard_of(item: bytes, shards: int) -> int:
+    return ((murmur64a(item) >> 32) * shards) >> 32
+
+
+def shard_keys(cluster: RedisCluster, name: str) -> list:
+    """The manifest's shard keys, in shard order."""
+    text = cluster.get(name)
+    if text is None:
+        sys.exit(f"no manifest at {name!r}")
+    lines = text.decode().split("\n")
+    if lines[0] != MAGIC or not lines[1].startswith("generation ") \
+            or not lines[2].startswith("shards "):
+        sys.exit(f"{name!r} holds no manifest")
+    shards = int(lines[2].split(" ")[1])
+    keys = lines[3:3 + shards]
+    if len(keys) != shards or not all(keys):
+        sys.exit(f"the manifest at {name!r} names fewer than {shards} keys")
+    return keys
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--items", required=True)
+    args = parser.parse_args()
+    with open(args.items, "rb") as f:
+        items = f.read().split(b"\n")
+    if items and items[-1] == b"":
+        items.pop()
+    cluster = RedisCluster(host=args.host, port=args.port)
+    keys = shard_keys(cluster, args.name)
+    groups = {}
+    for i, item in enumerate(items):
+        groups.setdefault(shard_of(item, len(keys)), []).append(i)
+    answers = [0] * len(items)
+    for shard, members in groups.items():
+        key = keys[shard]
+        if not cluster.exists(key):
+            sys.exit(f"shard {shard}: the key {key!r} is missing")
+        for start in range(0, len(members), 10_000):
+            chunk = members[start:start + 10_000]
+            replies = cluster.execute_command("CF.MEXISTS", key, *(items[i] for i in chunk))
+            for i, found in zip(chunk, replies):
+                answers[i] = int(found)
+    sys.stdout.write("".join(f"{a}\n" for a in answers))
+
+
+if __name__ == "__main__":
+    main()

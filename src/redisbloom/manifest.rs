@@ -1,0 +1,189 @@
+//! A sharded filter's names in Redis: the filter's name, its shard keys, and the manifest (a
+//! string at the name) that says which generation of shard keys readers use. Written out for
+//! other languages in `docs/SHARDED.md`.
+
+use super::cluster_slot::{key_slot, tag_for_slot};
+use super::sharded::MAX_SHARDS;
+
+/// The manifest's first line: the format and its version.
+const MAGIC: &str = "atomic-cuckoo sharded filter v1";
+
+/// Longest filter name, in bytes.
+pub(crate) const MAX_NAME_LEN: usize = 200;
+
+/// Redis Cluster's hash slots.
+const SLOTS: u64 = 16_384;
+
+/// Whether `name` can name a sharded filter: 1 to 200 bytes of printable ASCII other than
+/// `{` and `}`, so that its keys are text, carry no hash tag of their own, and fit one line.
+pub(crate) fn valid_name(name: &str) -> bool {
+    (1..=MAX_NAME_LEN).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'{' && b != b'}')
+}
+
+/// The slot that shard `shard` of `shards` aims at: the middle of its `1/shards` of the slot
+/// space, so that the shards spread evenly over the slots, and over masters that hold equal
+/// ranges of them.
+pub(crate) fn shard_slot(shard: usize, shards: usize) -> u16 {
+    ((2 * shard as u64 + 1) * SLOTS / (2 * shards as u64)) as u16
+}
+
+/// The key of shard `shard` of `shards` in generation `generation` of filter `name`:
+/// `name:generation:shard:{tag}`, the tag the shortest lower-case hex number whose slot is
+/// `shard_slot`.
+pub(crate) fn shard_key(name: &str, generation: u64, shard: usize, shards: usize) -> String {
+    let tag = tag_for_slot(shard_slot(shard, shards));
+    let tag = String::from_utf8(tag).expect("hex digits");
+    format!("{name}:{generation}:{shard}:{{{tag}}}")
+}
+
+/// A manifest: which generation of shard keys is the filter, and those keys in shard order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Manifest {
+    pub(crate) generation: u64,
+    pub(crate) keys: Vec<String>,
+}
+
+impl Manifest {
+    /// The manifest of generation `generation` of filter `name`, with `shards` shards.
+    pub(crate) fn new(name: &str, generation: u64, shards: usize) -> Manifest {
+        Manifest {
+            generation,
+            keys: (0..shards)
+                .map(|s| shard_key(name, generation, s, shards))
+                .collect(),
+        }
+    }
+
+    /// The manifest's text, as stored at the filter's name.
+    pub(crate) fn to_text(&self) -> String {
+        let mut text = format!(
+            "{MAGIC}\ngeneration {}\nshards {}\n",
+            self.generation,
+            self.keys.len()
+        );
+        for key in &self.keys {
+            text.push_str(key);
+            text.push('\n');
+        }
+        text
+    }
+
+    /// Reads a manifest's text; `Err` says what is wrong with it.
+    pub(crate) fn parse(text: &[u8]) -> Result<Manifest, String> {
+        let text = std::str::from_utf8(text).map_err(|_| "not UTF-8 text".to_owned())?;
+        let mut lines = text.split('\n');
+        if lines.next() != Some(MAGIC) {
+            return Err(format!("its first line is not {MAGIC:?}"));
+        }
+        let number = |line: Option<&str>, field: &str| -> Result<u64, String> {
+            line.and_then(|l| l.strip_prefix(field))
+                .and_then(|l| l.strip_prefix(' '))
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| format!("no {field:?} line"))
+        };
+        let generation = number(lines.next(), "generation")?;
+        let shards = number(lines.next(), "shards")?;
+        if !(1..=MAX_SHARDS as u64).contains(&shards) {
+            return Err(format!("{shards} shards (1 to {MAX_SHARDS})"));
+        }
+        let keys: Vec<String> = lines
+            .by_ref()
+            .take(shards as usize)
+            .map(str::to_owned)
+            .collect();
+        if keys.len() != shards as usize || keys.iter().any(String::is_empty) {
+            return Err(format!("fewer than {shards} shard keys"));
+        }
+        // After the last key: its newline, or nothing.
+        let rest: Vec<&str> = lines.collect();
+        if !(rest.is_empty() || rest == [""]) {
+            return Err("text after the last shard key".to_owned());
+        }
+        Ok(Manifest { generation, keys })
+    }
+
+    /// The cluster slot of shard `shard`'s key.
+    pub(crate) fn slot(&self, shard: usize) -> u16 {
+        key_slot(self.keys[shard].as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redisbloom::cluster_slot::reference_slot;
+
+    #[test]
+    fn names_are_printable_ascii_without_braces() {
+        for good in ["ids", "a", "users:v2", "x-y_z.1", &"n".repeat(MAX_NAME_LEN)] {
+            assert!(valid_name(good), "{good:?}");
+        }
+        for bad in [
+            "",
+            "a b",
+            "a{b",
+            "a}b",
+            "tab\t",
+            "line\n",
+            "é",
+            &"n".repeat(MAX_NAME_LEN + 1),
+        ] {
+            assert!(!valid_name(bad), "{bad:?}");
+        }
+    }
+
+    /// Every shard key lands in the slot aimed at (by the specification's slot function), and
+    /// the aimed slots split the slot space into equal parts: three shards land on three
+    /// masters that `redis-cli --cluster create` gives 0-5460, 5461-10922 and 10923-16383.
+    #[test]
+    fn shard_keys_land_in_evenly_spread_slots() {
+        for shards in [1, 2, 3, 5, 16, 1000, MAX_SHARDS] {
+            let mut previous = None;
+            for s in 0..shards {
+                let key = shard_key("ids", 7, s, shards);
+                assert_eq!(
+                    reference_slot(key.as_bytes()),
+                    shard_slot(s, shards),
+                    "{key}"
+                );
+                let slot = u64::from(shard_slot(s, shards));
+                assert!(slot * shards as u64 / SLOTS == s as u64, "{s} of {shards}");
+                assert!(previous < Some(slot));
+                previous = Some(slot);
+            }
+        }
+        let masters = [0..=5460, 5461..=10922, 10923..=16383];
+        for (s, range) in masters.iter().enumerate() {
+            assert!(range.contains(&shard_slot(s, 3)), "shard {s}");
+        }
+        assert_eq!(shard_key("ids", 7, 0, 1), "ids:7:0:{8209}");
+    }
+
+    #[test]
+    fn manifests_read_back_and_refuse_damage() {
+        let manifest = Manifest::new("ids", 12, 3);
+        let text = manifest.to_text();
+        assert!(text
+            .starts_with("atomic-cuckoo sharded filter v1\ngeneration 12\nshards 3\nids:12:0:{"));
+        assert_eq!(Manifest::parse(text.as_bytes()), Ok(manifest.clone()));
+        let damaged = [
+            text.replace("v1", "v2"),
+            text.replace("generation 12", "generation x"),
+            text.replace("shards 3", "shards 4"),
+            text.replace("shards 3", "shards 0"),
+            text.replace("shards 3", "shards 99999"),
+            format!("{text}extra\n"),
+            text.trim_end().to_owned() + "\n\n",
+            String::new(),
+        ];
+        for bad in damaged {
+            assert!(Manifest::parse(bad.as_bytes()).is_err(), "{bad:?}");
+        }
+        assert!(Manifest::parse(b"\xff").is_err());
+        // The last newline may be missing.
+        assert_eq!(Manifest::parse(text.trim_end().as_bytes()), Ok(manifest));
+    }
+}
