@@ -21,7 +21,11 @@ use super::manifest::{valid_name, Manifest, MAX_NAME_LEN};
 use super::sharded::{shard_of_hash, ShardedFilter};
 
 /// Items per `CF.MEXISTS` or `CF.INSERT` command of [`ClusterFilter`]'s batch calls.
-const ITEMS_PER_COMMAND: usize = 10_000;
+const ITEMS_PER_COMMAND: usize = 1_000;
+
+/// Commands of one shard per round trip (a pipeline: they share the key's slot, so a cluster
+/// connection sends them to its node together).
+const COMMANDS_PER_FLUSH: usize = 100;
 
 /// Times [`ShardedFilter::import_from`] reads the manifest again when a shard it names is gone
 /// (a newer export retired it meanwhile).
@@ -687,9 +691,10 @@ impl ClusterFilter {
     }
 
     /// Whether each item may be in the filter: `results` is cleared and receives the answers
-    /// in order. The items are grouped by shard; each shard gets one round trip per 10,000 of
-    /// its items: `EXISTS key` (a retired generation's key is gone, and `CF.MEXISTS` would
-    /// answer 0 for everything) and `CF.MEXISTS key items…`.
+    /// in order. The items are grouped by shard; each shard gets one round trip per 100,000
+    /// of its items, a pipeline of `EXISTS key` (a retired generation's key is gone, and
+    /// `CF.MEXISTS` would answer 0 for everything) and `CF.MEXISTS key items…` of 1,000 items
+    /// each.
     ///
     /// # Errors
     ///
@@ -715,9 +720,10 @@ impl ClusterFilter {
     }
 
     /// `CF.INSERT key NOCREATE ITEMS …` of each item on its shard key: `true` if it was
-    /// stored, `false` if its shard had no room (Redis's `-1`). Grouped as
-    /// [`contains_many`](ClusterFilter::contains_many) groups them; the shards are written
-    /// one after the other, so after an error the earlier shards have their items.
+    /// stored, `false` if its shard had no room (Redis's `-1`). Grouped and pipelined as
+    /// [`contains_many`](ClusterFilter::contains_many) sends them; the shards are written
+    /// one after the other, so after an error the earlier shards have their items, and the
+    /// failing shard may have some of its own.
     ///
     /// # Errors
     ///
@@ -765,10 +771,10 @@ impl ClusterFilter {
         }
         results.resize(n, false);
         for (shard, group) in groups.iter().enumerate() {
-            for chunk in group.chunks(ITEMS_PER_COMMAND) {
+            for chunk in group.chunks(ITEMS_PER_COMMAND * COMMANDS_PER_FLUSH) {
                 let key = &self.manifest.keys[shard];
                 let mut session = Session::new(conn, key.as_bytes());
-                let answers = send_chunk(&mut session, key, chunk, insert, &answer);
+                let answers = send_flush(&mut session, key, chunk, insert, &answer);
                 match answers {
                     Ok(answers) => {
                         for ((i, _), found) in chunk.iter().zip(answers) {
@@ -783,31 +789,35 @@ impl ClusterFilter {
     }
 }
 
-/// One command of a shard's items (with `EXISTS` first for lookups): their answers.
-fn send_chunk(
+/// One round trip of a shard's items: a pipeline of `CF.INSERT key NOCREATE ITEMS …`
+/// (`insert`) or of `EXISTS key` then `CF.MEXISTS key …`, `ITEMS_PER_COMMAND` items per
+/// command; their answers, in order.
+fn send_flush(
     session: &mut Session<'_>,
     key: &str,
-    chunk: &[(usize, Vec<u8>)],
+    flush: &[(usize, Vec<u8>)],
     insert: bool,
     answer: &impl Fn(Value) -> Option<bool>,
 ) -> Result<Vec<bool>, BridgeError> {
     let command = if insert { "CF.INSERT" } else { "CF.MEXISTS" };
-    let replies = if insert {
-        let mut cmd = redis::cmd("CF.INSERT");
-        cmd.arg(key).arg("NOCREATE").arg("ITEMS");
-        for (_, item) in chunk {
-            cmd.arg(item.as_slice());
-        }
-        session.call(command, &cmd)?
-    } else {
-        let mut pipe = redis::pipe();
+    let mut pipe = redis::pipe();
+    if !insert {
         pipe.cmd("EXISTS").arg(key);
-        let cmd = pipe.cmd("CF.MEXISTS").arg(key);
+    }
+    for chunk in flush.chunks(ITEMS_PER_COMMAND) {
+        let cmd = pipe.cmd(command).arg(key);
+        if insert {
+            cmd.arg("NOCREATE").arg("ITEMS");
+        }
         for (_, item) in chunk {
             cmd.arg(item.as_slice());
         }
-        let replies = session.pipeline(command, &mut pipe)?.unwrap_or_default();
-        let mut replies = replies.into_iter();
+    }
+    let mut replies = session
+        .pipeline(command, &mut pipe)?
+        .unwrap_or_default()
+        .into_iter();
+    if !insert {
         let exists = replies.next().unwrap_or(Value::Nil);
         if expect_int(session, "EXISTS", exists)? != 1 {
             return Err(BridgeError::MissingKey {
@@ -815,28 +825,38 @@ fn send_chunk(
                 message: "EXISTS answered 0".to_owned(),
             });
         }
-        replies.next().unwrap_or(Value::Nil)
-    };
-    let replies = match replies {
-        Value::Array(replies) if replies.len() == chunk.len() => replies,
-        Value::ServerError(e) => return Err(refusal(command, key.as_bytes(), server_text(&e))),
-        other => {
-            return Err(BridgeError::UnexpectedReply {
-                command,
-                reply: format!("{other:?}"),
-            })
+    }
+    let mut answers = Vec::with_capacity(flush.len());
+    for (chunk, reply) in flush.chunks(ITEMS_PER_COMMAND).zip(replies) {
+        let replies = match reply {
+            Value::Array(replies) if replies.len() == chunk.len() => replies,
+            Value::ServerError(e) => return Err(refusal(command, key.as_bytes(), server_text(&e))),
+            other => {
+                return Err(BridgeError::UnexpectedReply {
+                    command,
+                    reply: format!("{other:?}"),
+                })
+            }
+        };
+        for reply in replies {
+            answers.push(match reply {
+                Value::ServerError(e) => {
+                    return Err(refusal(command, key.as_bytes(), server_text(&e)))
+                }
+                reply => answer(reply.clone()).ok_or_else(|| BridgeError::UnexpectedReply {
+                    command,
+                    reply: format!("{reply:?}"),
+                })?,
+            });
         }
-    };
-    replies
-        .into_iter()
-        .map(|reply| match reply {
-            Value::ServerError(e) => Err(refusal(command, key.as_bytes(), server_text(&e))),
-            reply => answer(reply.clone()).ok_or_else(|| BridgeError::UnexpectedReply {
-                command,
-                reply: format!("{reply:?}"),
-            }),
-        })
-        .collect()
+    }
+    if answers.len() != flush.len() {
+        return Err(BridgeError::UnexpectedReply {
+            command,
+            reply: format!("{} answers for {} items", answers.len(), flush.len()),
+        });
+    }
+    Ok(answers)
 }
 
 #[cfg(test)]
