@@ -976,7 +976,7 @@ fn empty_filter(header: Header) -> Result<RedisCuckooFilter, LoadError> {
 }
 
 /// The `DUMP` fallback of an import.
-fn import_by_dump(session: &mut Session<'_>) -> Result<RedisCuckooFilter, BridgeError> {
+pub(super) fn import_by_dump(session: &mut Session<'_>) -> Result<RedisCuckooFilter, BridgeError> {
     let key = session.key;
     match session.call("DUMP", redis::cmd("DUMP").arg(key))? {
         Value::Nil => Err(BridgeError::MissingKey {

@@ -12,8 +12,8 @@ use std::time::Duration;
 use redis::{ConnectionLike, Value};
 
 use super::bridge::{
-    check_exportable, expect_int, expect_ok, max_bulk_len, refusal, restore, server_text, show,
-    BridgeError, Session,
+    check_exportable, expect_int, expect_ok, import_by_dump, max_bulk_len, refusal, restore,
+    server_text, show, BridgeError, Session,
 };
 use super::filter::RedisCuckooFilter;
 use super::hash::ItemHash;
@@ -495,7 +495,7 @@ impl ShardedFilter {
             })?;
             let mut shards = Vec::with_capacity(manifest.keys.len());
             for (shard, key) in manifest.keys.iter().enumerate() {
-                match RedisCuckooFilter::import_from(conn, key) {
+                match import_shard(conn, key) {
                     Ok(filter) => shards.push(filter),
                     Err(BridgeError::MissingKey { .. })
                         if attempt < IMPORT_ATTEMPTS
@@ -538,6 +538,23 @@ fn single_server_max_bulk(
     };
     tally.add(&session);
     Ok(max_bulk)
+}
+
+/// One shard, as [`RedisCuckooFilter::import_from`] reads a key; where the key's slot is
+/// migrating and the key has moved, its node answers `ASK` to the `WATCH`ed transaction, which
+/// a cluster connection does not redirect: then one `DUMP`, which it does.
+fn import_shard(
+    conn: &mut dyn ConnectionLike,
+    key: &str,
+) -> Result<RedisCuckooFilter, BridgeError> {
+    match RedisCuckooFilter::import_from(conn, key) {
+        Err(BridgeError::Refused { message, .. })
+            if message.starts_with("ASK ") || message.contains("error: Ask") =>
+        {
+            import_by_dump(&mut Session::new(conn, key.as_bytes()))
+        }
+        other => other,
+    }
 }
 
 /// Writes one shard's `RESTORE` with an expiry of `ttl_ms` (refused here if longer than
@@ -790,8 +807,14 @@ impl ClusterFilter {
 }
 
 /// One round trip of a shard's items: a pipeline of `CF.INSERT key NOCREATE ITEMS …`
-/// (`insert`) or of `EXISTS key` then `CF.MEXISTS key …`, `ITEMS_PER_COMMAND` items per
+/// (`insert`), or of `CF.MEXISTS key …` then `EXISTS key`, `ITEMS_PER_COMMAND` items per
 /// command; their answers, in order.
+///
+/// `EXISTS` comes after the lookups: a key that exists after them existed during them (keys
+/// are only ever created before their manifest names them), while a retired key that is gone
+/// makes `CF.MEXISTS` answer 0 for everything. A node that answers `ASK` (the key's slot is
+/// migrating and the key has moved) gets the commands one by one, which the cluster
+/// connection redirects.
 fn send_flush(
     session: &mut Session<'_>,
     key: &str,
@@ -800,25 +823,40 @@ fn send_flush(
     answer: &impl Fn(Value) -> Option<bool>,
 ) -> Result<Vec<bool>, BridgeError> {
     let command = if insert { "CF.INSERT" } else { "CF.MEXISTS" };
+    let mut commands: Vec<redis::Cmd> = flush
+        .chunks(ITEMS_PER_COMMAND)
+        .map(|chunk| {
+            let mut cmd = redis::cmd(command);
+            cmd.arg(key);
+            if insert {
+                cmd.arg("NOCREATE").arg("ITEMS");
+            }
+            for (_, item) in chunk {
+                cmd.arg(item.as_slice());
+            }
+            cmd
+        })
+        .collect();
+    if !insert {
+        commands.push(redis::cmd("EXISTS").arg(key).to_owned());
+    }
     let mut pipe = redis::pipe();
-    if !insert {
-        pipe.cmd("EXISTS").arg(key);
+    for cmd in &commands {
+        pipe.add_command(cmd.clone());
     }
-    for chunk in flush.chunks(ITEMS_PER_COMMAND) {
-        let cmd = pipe.cmd(command).arg(key);
-        if insert {
-            cmd.arg("NOCREATE").arg("ITEMS");
-        }
-        for (_, item) in chunk {
-            cmd.arg(item.as_slice());
-        }
-    }
-    let mut replies = session
-        .pipeline(command, &mut pipe)?
-        .unwrap_or_default()
-        .into_iter();
+    let mut replies = match session.pipeline(command, &mut pipe) {
+        Ok(replies) => replies.unwrap_or_default(),
+        Err(BridgeError::Refused { message, .. }) if message.starts_with("ASK ") => commands
+            .iter()
+            .map(|cmd| match session.raw(command, cmd)? {
+                Ok(reply) => Ok(reply),
+                Err(message) => Err(refusal(command, key.as_bytes(), message)),
+            })
+            .collect::<Result<_, _>>()?,
+        Err(e) => return Err(e),
+    };
     if !insert {
-        let exists = replies.next().unwrap_or(Value::Nil);
+        let exists = replies.pop().unwrap_or(Value::Nil);
         if expect_int(session, "EXISTS", exists)? != 1 {
             return Err(BridgeError::MissingKey {
                 key: key.to_owned(),

@@ -493,6 +493,27 @@ fn a_single_server_holds_every_shard() {
         .contains_many(&mut conn, &inserted, &mut found)
         .unwrap();
     assert!(found.iter().all(|&f| f));
+
+    // A shard longer than the server's proto-max-bulk-len is refused before it is sent (the
+    // server would close the connection), and nothing is published.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("proto-max-bulk-len")
+        .arg("1mb")
+        .query(&mut conn)
+        .unwrap();
+    let large = ShardedFilter::reserve(3_000_000, 2).unwrap();
+    match large.export_to(&mut conn, "single", &ClusterExport::default()) {
+        Err(ClusterError::Shard {
+            shard: 0,
+            error: BridgeError::Refused { message, .. },
+            ..
+        }) => assert!(message.contains("proto-max-bulk-len"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(ClusterFilter::open(&mut conn, "single").unwrap(), remote);
+    let pong: String = redis::cmd("PING").query(&mut conn).unwrap();
+    assert_eq!(pong, "PONG");
 }
 
 /// A client in another language, written from `docs/SHARDED.md` alone
@@ -557,4 +578,91 @@ fn a_python_client_following_the_docs_finds_every_item() {
         "every inserted item"
     );
     assert_eq!(answers, want, "the same answers as this crate");
+}
+
+fn node_id(conn: &mut Connection) -> String {
+    redis::cmd("CLUSTER").arg("MYID").query(conn).unwrap()
+}
+
+/// What `ClusterFilter` and `import_from` do while a shard key's slot moves between masters:
+/// before the key moves, after it moved but before the slot did (the old master answers
+/// `ASK`), and after the slot moved (`MOVED`).
+#[test]
+#[ignore = "needs a Redis server with RedisBloom: scripts/install-redis.sh"]
+fn queries_follow_a_shard_key_migrating_between_masters() {
+    let cluster = Cluster::start("queries_follow_a_shard_key_migrating_between_masters", 3);
+    let mut conn = cluster.conn();
+    let filter = ShardedFilter::reserve(30_000, 3).unwrap();
+    let inserted = items("m-", 9_000);
+    filter.insert_many(&inserted).unwrap();
+    filter
+        .export_to(&mut conn, "mig", &ClusterExport::default())
+        .unwrap();
+    let remote = ClusterFilter::open(&mut conn, "mig").unwrap();
+    let key = remote.keys()[0].clone();
+    let slot: i64 = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(&key)
+        .query(&mut cluster.node_conn(0))
+        .unwrap();
+    let (mut from, mut to) = (cluster.node_conn(0), cluster.node_conn(1));
+    let (from_id, to_id) = (node_id(&mut from), node_id(&mut to));
+    let to_port = cluster.nodes[1].as_ref().unwrap().port;
+    let check = |conn: &mut redis::cluster::ClusterConnection, phase: &str| {
+        let mut found = Vec::new();
+        let looked = remote.contains_many(conn, &inserted, &mut found);
+        println!(
+            "{phase}: contains_many {:?}",
+            looked
+                .as_ref()
+                .map(|_| found.iter().filter(|&&f| f).count())
+        );
+        let more = remote.insert_many(conn, [format!("{phase}-new")]);
+        println!("{phase}: insert_many {more:?}");
+        let back = ShardedFilter::import_from(conn, "mig");
+        println!("{phase}: import_from {:?}", back.as_ref().map(|f| f.len()));
+        (
+            looked.is_ok() && found.iter().all(|&f| f),
+            more.is_ok(),
+            back.is_ok(),
+        )
+    };
+    let _: () = redis::cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(slot)
+        .arg("IMPORTING")
+        .arg(&from_id)
+        .query(&mut to)
+        .unwrap();
+    let _: () = redis::cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(slot)
+        .arg("MIGRATING")
+        .arg(&to_id)
+        .query(&mut from)
+        .unwrap();
+    let before = check(&mut conn, "migrating");
+    let _: () = redis::cmd("MIGRATE")
+        .arg("127.0.0.1")
+        .arg(to_port)
+        .arg(&key)
+        .arg(0)
+        .arg(5000)
+        .query(&mut from)
+        .unwrap();
+    let asking = check(&mut conn, "ask");
+    for node in 0..3 {
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg("NODE")
+            .arg(&to_id)
+            .query(&mut cluster.node_conn(node))
+            .unwrap();
+    }
+    let moved = check(&mut conn, "moved");
+    println!("{before:?} {asking:?} {moved:?}");
+    assert_eq!(before, (true, true, true));
+    assert_eq!(moved, (true, true, true));
+    assert_eq!(asking, (true, true, true));
 }
