@@ -561,3 +561,21 @@ impl Cluster {
         self.nodes[i] = None;
     }
 }
+
+/// `CF.SCANDUMP key 0, it, …` up to `[0, nil]`: every reply with data.
+pub fn server_scandump(conn: &mut redis::Connection, key: &str) -> Vec<(u64, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut it = 0u64;
+    loop {
+        let (next, chunk): (u64, Option<Vec<u8>>) = redis::cmd("CF.SCANDUMP")
+            .arg(key)
+            .arg(it)
+            .query(conn)
+            .unwrap();
+        match chunk {
+            Some(chunk) if next != 0 => out.push((next, chunk)),
+            _ => return out,
+        }
+        it = next;
+    }
+}

@@ -15,29 +15,11 @@ use atomic_cuckoo::redisbloom::{
     BridgeError, ExportMode, RedisCuckooFilter, RedisInfo, RedisInsertError,
 };
 use redis::{Connection, Value};
-use redis_tests::{wait_until_alone, CuttingProxy, Server, Trigger};
+use redis_tests::{server_scandump, wait_until_alone, CuttingProxy, Server, Trigger};
 
 const RESTORE: ExportMode = ExportMode::Restore { replace: false };
 
 // ---- helpers --------------------------------------------------------------------------------
-
-/// `CF.SCANDUMP key 0, it, …` up to `[0, nil]`: every reply with data.
-fn server_scandump(conn: &mut Connection, key: &str) -> Vec<(u64, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut it = 0u64;
-    loop {
-        let (next, chunk): (u64, Option<Vec<u8>>) = redis::cmd("CF.SCANDUMP")
-            .arg(key)
-            .arg(it)
-            .query(conn)
-            .unwrap();
-        match chunk {
-            Some(chunk) if next != 0 => out.push((next, chunk)),
-            _ => return out,
-        }
-        it = next;
-    }
-}
 
 /// `CF.INFO key` as a [`RedisInfo`]-like tuple list.
 fn server_info(conn: &mut Connection, key: &str) -> Vec<(String, i64)> {

@@ -13,29 +13,12 @@ use atomic_cuckoo::redisbloom::{
     BridgeError, ClusterError, ClusterExport, ClusterFilter, ShardedFilter,
 };
 use redis::{Connection, ConnectionLike};
-use redis_tests::{Cluster, Server};
+use redis_tests::{server_scandump, Cluster, Server};
 
 fn items(prefix: &str, n: usize) -> Vec<Vec<u8>> {
     (0..n)
         .map(|i| format!("{prefix}{i}").into_bytes())
         .collect()
-}
-
-fn scandump_at(conn: &mut Connection, key: &str) -> Vec<(u64, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut it = 0u64;
-    loop {
-        let (next, chunk): (u64, Option<Vec<u8>>) = redis::cmd("CF.SCANDUMP")
-            .arg(key)
-            .arg(it)
-            .query(conn)
-            .unwrap();
-        match chunk {
-            Some(chunk) if next != 0 => out.push((next, chunk)),
-            _ => return out,
-        }
-        it = next;
-    }
 }
 
 /// Every key of every running node, with its time to live (`-1`: none).
@@ -87,6 +70,22 @@ fn only_published_keys_are_permanent(
     expiring
 }
 
+/// The first of `prefix0`, `prefix1`, ... whose hash slot is in `slots` (the server says).
+fn name_in_slots(cluster: &Cluster, prefix: &str, slots: std::ops::Range<i64>) -> String {
+    let mut conn = cluster.node_conn(0);
+    (0..)
+        .map(|n| format!("{prefix}{n}"))
+        .find(|name| {
+            let slot: i64 = redis::cmd("CLUSTER")
+                .arg("KEYSLOT")
+                .arg(name)
+                .query(&mut conn)
+                .unwrap();
+            slots.contains(&slot)
+        })
+        .expect("a name in those slots")
+}
+
 /// The node (index into `cluster.nodes`) that holds `key` (its own keys, `KEYS *`, list it).
 fn node_holding(cluster: &Cluster, key: &str) -> Option<usize> {
     (0..cluster.nodes.len()).find(|&i| {
@@ -123,7 +122,7 @@ fn shards_travel_byte_for_byte_to_their_own_masters() {
         let home = node_holding(&cluster, key).expect("the shard key exists");
         homes.push(home);
         assert_eq!(
-            scandump_at(&mut cluster.node_conn(home), key),
+            server_scandump(&mut cluster.node_conn(home), key),
             filter.shards()[shard].scandump(),
             "{key}"
         );
@@ -272,17 +271,7 @@ fn a_refused_manifest_publishes_nothing() {
     let cluster = Cluster::start("a_refused_manifest_publishes_nothing", 3);
     let mut conn = cluster.conn();
     // A name whose slot is in the middle master's range.
-    let name = (0..)
-        .map(|n| format!("m{n}"))
-        .find(|name| {
-            let slot: i64 = redis::cmd("CLUSTER")
-                .arg("KEYSLOT")
-                .arg(name)
-                .query(&mut cluster.node_conn(0))
-                .unwrap();
-            (5_500..10_900).contains(&slot)
-        })
-        .unwrap();
+    let name = name_in_slots(&cluster, "m", 5_500..10_900);
     let mut middle = cluster.node_conn(1);
     redis::cmd("CONFIG")
         .arg("SET")
@@ -679,17 +668,7 @@ fn a_master_killed_during_an_export_leaves_the_previous_generation() {
     );
     let mut conn = cluster.conn();
     // A name whose manifest lives on the first master.
-    let name = (0..)
-        .map(|n| format!("k{n}"))
-        .find(|name| {
-            let slot: i64 = redis::cmd("CLUSTER")
-                .arg("KEYSLOT")
-                .arg(name)
-                .query(&mut cluster.node_conn(0))
-                .unwrap();
-            slot < 5_000
-        })
-        .unwrap();
+    let name = name_in_slots(&cluster, "k", 0..5_000);
     // Shards of a few MB each, so that writing one takes a while.
     let filter = ShardedFilter::reserve(12_000_000, 3).unwrap();
     filter.insert_many(items("k-", 100_000)).unwrap();
