@@ -158,9 +158,9 @@ fn publish(filter: &ShardedFilter, conn: &mut redis::cluster::ClusterConnection,
     let summary = filter
         .export_to(conn, name, &ClusterExport::default())
         .unwrap_or_else(|e| match e {
-            ClusterError::Manifest { .. } | ClusterError::Unsettled { .. } => common::fail(
-                format_args!("publish {name}: {e} (run again to publish anew)"),
-            ),
+            ClusterError::Manifest { .. } => common::fail(format_args!(
+                "publish {name}: {e} (run again to publish anew)"
+            )),
             e => common::fail(format_args!("publish {name}: {e}")),
         });
     let took = start.elapsed().as_secs_f64();

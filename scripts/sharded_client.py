@@ -6,7 +6,7 @@ Usage: sharded_client.py --host H --port P --name NAME --items FILE
 
 FILE holds one item per line (UTF-8, without the newline). Prints one line per item, in order:
 1 if the filter may hold it, 0 if not. Exits 1 with a message on stderr if the manifest is
-missing or malformed, or a shard key it names is missing.
+missing or malformed, or a shard key it names is missing or not a cuckoo filter.
 
 redis-py comes from scripts/install-redis.sh (PYTHONPATH=.redis-stack/python).
 """
@@ -36,19 +36,52 @@ def shard_of(item: bytes, shards: int) -> int:
     return ((murmur64a(item) >> 32) * shards) >> 32
 
 
+def crc16(data: bytes) -> int:
+    """CRC-16/XMODEM, Redis Cluster's key hash."""
+    crc = 0
+    for byte in data:
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc
+
+
+def refuse(name: str, why: str) -> None:
+    sys.exit(f"{name!r} holds no sharded filter's manifest: {why}")
+
+
 def shard_keys(cluster: RedisCluster, name: str) -> list:
-    """The manifest's shard keys, in shard order."""
+    """The manifest's shard keys, in shard order, checked as docs/SHARDED.md describes them."""
     text = cluster.get(name)
     if text is None:
         sys.exit(f"no manifest at {name!r}")
-    lines = text.decode().split("\n")
-    if lines[0] != MAGIC or not lines[1].startswith("generation ") \
-            or not lines[2].startswith("shards "):
-        sys.exit(f"{name!r} holds no manifest")
-    shards = int(lines[2].split(" ")[1])
-    keys = lines[3:3 + shards]
-    if len(keys) != shards or not all(keys):
-        sys.exit(f"the manifest at {name!r} names fewer than {shards} keys")
+    try:
+        lines = text.decode().split("\n")
+    except UnicodeDecodeError:
+        refuse(name, "not UTF-8")
+    if lines[-1] == "":
+        lines.pop()
+    if len(lines) < 3 or lines[0] != MAGIC:
+        refuse(name, "no header")
+    fields = [line.split(" ") for line in lines[1:3]]
+    if [f[0] for f in fields] != ["generation", "shards"] or any(
+            len(f) != 2 or not f[1].isdigit() for f in fields):
+        refuse(name, "bad generation or shards line")
+    generation, shards = int(fields[0][1]), int(fields[1][1])
+    if not 1 <= shards <= 16384:
+        refuse(name, f"{shards} shards")
+    keys = lines[3:]
+    if len(keys) != shards:
+        refuse(name, f"{len(keys)} keys for {shards} shards")
+    for shard, key in enumerate(keys):
+        prefix = f"{name}:{generation}:{shard}:{{"
+        tag = key[len(prefix):-1]
+        slot = ((2 * shard + 1) * 16384) // (2 * shards)
+        if not (key.startswith(prefix) and key.endswith("}") and tag
+                and all(c in "0123456789abcdef" for c in tag)
+                and crc16(tag.encode()) & 0x3FFF == slot):
+            refuse(name, f"shard {shard}'s key {key!r} is not the rule's")
     return keys
 
 
@@ -76,9 +109,12 @@ def main() -> None:
             replies = cluster.execute_command("CF.MEXISTS", key, *(items[i] for i in chunk))
             for i, found in zip(chunk, replies):
                 answers[i] = int(found)
-        # After the lookups: CF.MEXISTS answers 0 for a key that is gone (a retired generation).
-        if not cluster.exists(key):
-            sys.exit(f"shard {shard}: the key {key!r} is missing; read the manifest again")
+        # After the lookups: CF.MEXISTS answers 0 for every item of a key that is gone (a
+        # replaced generation's) or holds another type.
+        kind = cluster.type(key)
+        if kind != b"MBbloomCF":
+            sys.exit(f"shard {shard}: the key {key!r} is {kind!r}, not a cuckoo filter; "
+                     "read the manifest again")
     sys.stdout.write("".join(f"{a}\n" for a in answers))
 
 

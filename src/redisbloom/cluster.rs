@@ -17,7 +17,7 @@ use super::bridge::{
 };
 use super::filter::RedisCuckooFilter;
 use super::hash::ItemHash;
-use super::manifest::{valid_name, Manifest, MAX_NAME_LEN};
+use super::manifest::{ledger_key, valid_name, Ledger, Manifest, MAX_NAME_LEN};
 use super::sharded::{shard_of_hash, ShardedFilter};
 
 /// Items per `CF.MEXISTS` or `CF.INSERT` command of [`ClusterFilter`]'s batch calls.
@@ -31,6 +31,13 @@ const COMMANDS_PER_FLUSH: usize = 100;
 /// (a newer export retired it meanwhile).
 const IMPORT_ATTEMPTS: u32 = 3;
 
+/// The longest expiry given, in milliseconds (about 31,700 years): Redis refuses one whose
+/// deadline overflows.
+const MAX_EXPIRY_MS: u64 = 1_000_000_000_000_000;
+
+/// RedisBloom's type name for a cuckoo filter, as `TYPE` answers it.
+const CUCKOO_TYPE: &str = "MBbloomCF";
+
 /// How [`ShardedFilter::export_to`] publishes a filter.
 ///
 /// ```
@@ -39,47 +46,43 @@ const IMPORT_ATTEMPTS: u32 = 3;
 /// use atomic_cuckoo::redisbloom::ClusterExport;
 ///
 /// let options = ClusterExport::default().grace(Duration::from_secs(300));
-/// assert_eq!(options, ClusterExport::default().grace(Duration::from_secs(300)));
+/// assert_eq!(options.grace_period(), Duration::from_secs(300));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub struct ClusterExport {
-    staging_ttl: Duration,
     grace: Duration,
 }
 
 impl Default for ClusterExport {
-    /// Shards expire one hour after they are written unless the export publishes them; the
-    /// generation an export replaces expires one minute after.
+    /// The generation an export replaces expires one minute after the switch.
     fn default() -> Self {
         ClusterExport {
-            staging_ttl: Duration::from_secs(3600),
             grace: Duration::from_secs(60),
         }
     }
 }
 
 impl ClusterExport {
-    /// How long the new shard keys live unless the export publishes them: what a failed
-    /// export leaves behind is gone after this (at least 1 ms; rounded to milliseconds).
-    pub fn staging_ttl(mut self, ttl: Duration) -> Self {
-        self.staging_ttl = ttl;
-        self
-    }
-
     /// How long the shard keys of the generation an export replaces live after the new one is
-    /// published: long enough for queries that read the old manifest to finish (at least 1 ms;
-    /// rounded to milliseconds).
+    /// published: long enough for queries that read the old manifest to finish. Rounded to
+    /// milliseconds, at least 1 ms and at most about 31,700 years.
     pub fn grace(mut self, grace: Duration) -> Self {
         self.grace = grace;
         self
     }
+
+    /// The grace period set.
+    pub fn grace_period(&self) -> Duration {
+        self.grace
+    }
 }
 
-/// Milliseconds of `d`, at least 1 (an expiry of 0 would delete the key at once or, for
-/// `RESTORE`, mean none).
+/// Milliseconds of `d`, from 1 (an expiry of 0 deletes the key at once) to `MAX_EXPIRY_MS`.
 fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+    u64::try_from(d.as_millis())
+        .unwrap_or(u64::MAX)
+        .clamp(1, MAX_EXPIRY_MS)
 }
 
 /// What [`ShardedFilter::export_to`] did.
@@ -97,8 +100,8 @@ pub struct ClusterExportSummary {
     pub commands: u64,
     /// Round trips.
     pub round_trips: u64,
-    /// Keys of the replaced generation that could not be given their expiry (their node did
-    /// not answer): delete them once it is back. Empty when every one got it.
+    /// Keys of replaced or failed generations that could not be given their expiry (their
+    /// node did not answer). The filter's ledger keeps them, and the next export tries again.
     pub unretired: Vec<String>,
 }
 
@@ -118,18 +121,19 @@ pub enum ClusterError {
         /// The manifest key (the name).
         key: String,
     },
-    /// The name's key holds something other than a manifest (another type, or text that is
-    /// not one). An export never overwrites it.
+    /// The name's key, or its ledger's, holds something other than this crate wrote there
+    /// (another type, or text that is not a manifest or a ledger, or a manifest whose keys
+    /// are not the rule's). An export never overwrites it.
     NotAManifest {
-        /// The manifest key (the name).
+        /// The key.
         key: String,
         /// What is wrong with it.
         problem: String,
     },
-    /// Reading or writing the manifest failed. During an export, nothing was published: the
-    /// new shards expire (see [`ClusterExport::staging_ttl`]), unless the error is a
-    /// [`BridgeError::Connection`] after the manifest was sent and read back, when the outcome
-    /// is unknown: read the manifest again ([`ClusterFilter::open`]).
+    /// Reading or writing the manifest (or the ledger beside it) failed. During an export,
+    /// nothing was published, unless the error is a [`BridgeError::Connection`] on the switch
+    /// itself and reading the manifest back failed too: then the manifest names either
+    /// generation, each whole (read it again with [`ClusterFilter::open`]).
     Manifest {
         /// The manifest key.
         key: String,
@@ -137,8 +141,9 @@ pub enum ClusterError {
         error: BridgeError,
     },
     /// A shard's key failed: a node without the RedisBloom module, a refusal (`OOM`,
-    /// `proto-max-bulk-len`), a lost connection, a key of another type, or (import, queries)
-    /// a key that is missing. During an export, nothing was published.
+    /// `proto-max-bulk-len`), a lost connection, a key of another type, a key that exists
+    /// already (export), or a key that is missing (import, queries). During an export,
+    /// nothing was published.
     Shard {
         /// The shard's index.
         shard: usize,
@@ -146,23 +151,22 @@ pub enum ClusterError {
         key: String,
         /// The key's hash slot.
         slot: u16,
-        /// The node that serves the slot (`host:port`), where the cluster said.
-        node: Option<String>,
+        /// The node that serves the slot (`host:port`), where the cluster said (boxed, to keep
+        /// the error small).
+        node: Option<Box<str>>,
         /// What failed.
         error: BridgeError,
     },
-    /// An export wrote the manifest but could not make every new shard permanent, and could
-    /// not put the previous manifest back either: the manifest may name shards that expire.
-    /// Export again.
-    Unsettled {
-        /// The manifest key.
+    /// [`ClusterFilter::insert_many`] wrote into a generation that a newer export has
+    /// replaced: its items are in keys that expire. Open the filter again and insert them
+    /// there.
+    Retired {
+        /// The filter's name.
+        name: String,
+        /// The generation written.
+        generation: u64,
+        /// A key of it that has an expiry.
         key: String,
-        /// The shard that could not be made permanent.
-        shard: usize,
-        /// Why.
-        error: Box<BridgeError>,
-        /// Why the previous manifest could not be put back.
-        rollback: Box<BridgeError>,
     },
 }
 
@@ -175,12 +179,10 @@ impl fmt::Display for ClusterError {
                  ASCII without braces"
             ),
             ClusterError::NoFilter { key } => write!(f, "no sharded filter at {key:?}"),
-            ClusterError::NotAManifest { key, problem } => {
-                write!(
-                    f,
-                    "key {key:?} holds no sharded filter's manifest: {problem}"
-                )
-            }
+            ClusterError::NotAManifest { key, problem } => write!(
+                f,
+                "key {key:?} holds no sharded filter's manifest or ledger: {problem}"
+            ),
             ClusterError::Manifest { key, error } => write!(f, "manifest {key:?}: {error}"),
             ClusterError::Shard {
                 shard,
@@ -195,16 +197,14 @@ impl fmt::Display for ClusterError {
                 }
                 write!(f, "): {error}")
             }
-            ClusterError::Unsettled {
+            ClusterError::Retired {
+                name,
+                generation,
                 key,
-                shard,
-                error,
-                rollback,
             } => write!(
                 f,
-                "manifest {key:?} names shards that may expire: shard {shard} could not be made \
-                 permanent ({error}), and the previous manifest could not be restored \
-                 ({rollback})"
+                "generation {generation} of {name:?} was replaced ({key:?} expires): open the \
+                 filter again and insert into the new generation"
             ),
         }
     }
@@ -214,7 +214,6 @@ impl std::error::Error for ClusterError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             ClusterError::Manifest { error, .. } | ClusterError::Shard { error, .. } => Some(error),
-            ClusterError::Unsettled { error, .. } => Some(&**error),
             _ => None,
         }
     }
@@ -234,7 +233,8 @@ impl Tally {
     }
 }
 
-/// The error of shard `shard` (key `key`), with its slot and, where the cluster says, its node.
+/// The error of shard `shard` of `manifest`, with its slot and, where the cluster says, its
+/// node.
 fn shard_error(
     conn: &mut dyn ConnectionLike,
     manifest: &Manifest,
@@ -246,7 +246,7 @@ fn shard_error(
         shard,
         key: manifest.keys[shard].clone(),
         slot,
-        node: node_of_slot(conn, slot),
+        node: node_of_slot(conn, slot).map(String::into_boxed_str),
         error,
     }
 }
@@ -278,45 +278,64 @@ fn node_of_slot(conn: &mut dyn ConnectionLike, slot: u16) -> Option<String> {
     })
 }
 
-/// The manifest at `name`: `None` if the key does not exist.
-fn read_manifest(
-    conn: &mut dyn ConnectionLike,
-    name: &str,
-) -> Result<Option<Manifest>, ClusterError> {
-    let mut session = Session::new(conn, name.as_bytes());
-    let reply = session
-        .raw("GET", redis::cmd("GET").arg(name))
-        .map_err(|error| manifest_error(name, error))?;
-    match reply {
-        Ok(Value::Nil) => Ok(None),
-        Ok(Value::BulkString(text)) => {
-            Manifest::parse(&text)
-                .map(Some)
-                .map_err(|problem| ClusterError::NotAManifest {
-                    key: name.to_owned(),
-                    problem,
-                })
-        }
-        Ok(other) => Err(ClusterError::NotAManifest {
-            key: name.to_owned(),
-            problem: format!("GET answered {other:?}"),
-        }),
-        Err(message) if message.starts_with("WRONGTYPE") => Err(ClusterError::NotAManifest {
-            key: name.to_owned(),
-            problem: message,
-        }),
-        Err(message) => Err(manifest_error(
-            name,
-            refusal("GET", name.as_bytes(), message),
-        )),
-    }
-}
-
 fn manifest_error(name: &str, error: BridgeError) -> ClusterError {
     ClusterError::Manifest {
         key: name.to_owned(),
         error,
     }
+}
+
+fn not_ours(key: &str, problem: String) -> ClusterError {
+    ClusterError::NotAManifest {
+        key: key.to_owned(),
+        problem,
+    }
+}
+
+/// `GET key`: its text, or `None` if the key does not exist.
+fn get_text(
+    conn: &mut dyn ConnectionLike,
+    name: &str,
+    key: &str,
+    tally: &mut Tally,
+) -> Result<Option<Vec<u8>>, ClusterError> {
+    let mut session = Session::new(conn, key.as_bytes());
+    let reply = session.raw("GET", redis::cmd("GET").arg(key));
+    tally.add(&session);
+    match reply.map_err(|error| manifest_error(name, error))? {
+        Ok(Value::Nil) => Ok(None),
+        Ok(Value::BulkString(text)) => Ok(Some(text)),
+        Ok(other) => Err(not_ours(key, format!("GET answered {other:?}"))),
+        Err(message) if message.starts_with("WRONGTYPE") => Err(not_ours(key, message)),
+        Err(message) => Err(manifest_error(
+            name,
+            refusal("GET", key.as_bytes(), message),
+        )),
+    }
+}
+
+/// The manifest at `name`: `None` if the key does not exist.
+fn read_manifest(
+    conn: &mut dyn ConnectionLike,
+    name: &str,
+    tally: &mut Tally,
+) -> Result<Option<Manifest>, ClusterError> {
+    get_text(conn, name, name, tally)?
+        .map(|text| Manifest::parse(&text, name).map_err(|problem| not_ours(name, problem)))
+        .transpose()
+}
+
+/// The ledger of `name` (empty if there is none).
+fn read_ledger(
+    conn: &mut dyn ConnectionLike,
+    name: &str,
+    tally: &mut Tally,
+) -> Result<Ledger, ClusterError> {
+    let key = ledger_key(name);
+    Ok(match get_text(conn, name, &key, tally)? {
+        Some(text) => Ledger::parse(&text, name).map_err(|problem| not_ours(&key, problem))?,
+        None => Ledger::default(),
+    })
 }
 
 fn check_name(name: &str) -> Result<(), ClusterError> {
@@ -329,46 +348,120 @@ fn check_name(name: &str) -> Result<(), ClusterError> {
     }
 }
 
-/// Whether the node of `key` has the RedisBloom module: `CF.EXISTS key` of an item, routed to
-/// the key's node, answers there (a node without the module: `unknown command`).
-fn check_module_at(session: &mut Session<'_>, key: &str) -> Result<(), BridgeError> {
+/// Before a new shard key is written: its node has the RedisBloom module (`CF.EXISTS` of an
+/// item answers there; a node without it: `unknown command`), and the key does not exist
+/// (`EXISTS`: an export never overwrites a key).
+fn check_new_key(session: &mut Session<'_>, key: &str) -> Result<(), BridgeError> {
     let probe = redis::cmd("CF.EXISTS").arg(key).arg("probe").to_owned();
     let reply = session.call("CF.EXISTS", &probe)?;
-    expect_int(session, "CF.EXISTS", reply).map(drop)
+    expect_int(session, "CF.EXISTS", reply)?;
+    let reply = session.call("EXISTS", redis::cmd("EXISTS").arg(key))?;
+    match expect_int(session, "EXISTS", reply)? {
+        0 => Ok(()),
+        _ => Err(BridgeError::KeyExists {
+            key: key.to_owned(),
+            message: None,
+        }),
+    }
+}
+
+/// `PEXPIRE key ms` of each key; the keys whose node did not take it.
+fn expire_all<'k>(
+    conn: &mut dyn ConnectionLike,
+    keys: impl IntoIterator<Item = &'k String>,
+    ms: u64,
+    tally: &mut Tally,
+) -> Vec<String> {
+    let ms = ms.to_string();
+    let mut failed = Vec::new();
+    for key in keys {
+        let mut session = Session::new(conn, key.as_bytes());
+        let expire = redis::cmd("PEXPIRE").arg(key).arg(&ms).to_owned();
+        if session.call("PEXPIRE", &expire).is_err() {
+            failed.push(key.clone());
+        }
+        tally.add(&session);
+    }
+    failed
+}
+
+/// `SET` of the ledger alone.
+fn write_ledger(
+    conn: &mut dyn ConnectionLike,
+    name: &str,
+    ledger: &Ledger,
+    tally: &mut Tally,
+) -> Result<(), BridgeError> {
+    let key = ledger_key(name);
+    let mut session = Session::new(conn, key.as_bytes());
+    let set = redis::cmd("SET").arg(&key).arg(ledger.to_text()).to_owned();
+    let written = session
+        .call("SET", &set)
+        .and_then(|reply| expect_ok(&session, "SET", reply));
+    tally.add(&session);
+    written
+}
+
+/// The switch: the manifest and the ledger in one transaction (they share a hash slot).
+fn write_manifest_and_ledger(
+    conn: &mut dyn ConnectionLike,
+    name: &str,
+    manifest: &Manifest,
+    ledger: &Ledger,
+    tally: &mut Tally,
+) -> Result<(), BridgeError> {
+    let mut session = Session::new(conn, name.as_bytes());
+    let mut pipe = redis::pipe();
+    pipe.atomic()
+        .cmd("SET")
+        .arg(name)
+        .arg(manifest.to_text())
+        .cmd("SET")
+        .arg(ledger_key(name))
+        .arg(ledger.to_text());
+    let replies = session.pipeline("SET", &mut pipe);
+    tally.add(&session);
+    for reply in replies?.unwrap_or_default() {
+        expect_ok(&session, "SET", reply)?;
+    }
+    Ok(())
 }
 
 impl ShardedFilter {
-    /// Publishes the filter as `name` in Redis: each shard in one `RESTORE` to its own key
-    /// (replicas and the AOF get it whole), then the manifest at `name`, which readers use
+    /// Publishes the filter as `name` in Redis: each shard in one `RESTORE` to a key of its
+    /// own (replicas and the AOF get it whole), then the manifest at `name`, which readers use
     /// to find the shards. Readers see the previous generation until the manifest is written,
     /// and this one after: never a mix of both, never a shard missing.
     ///
-    /// The steps, and what a failure at each leaves:
+    /// Besides the manifest, the filter has a **ledger** (`{name}:ledger`, in the manifest's
+    /// hash slot), which names every shard key that an export wrote or replaced and that may
+    /// still have no expiry. The steps, and what a failure at each leaves:
     ///
-    /// 1. Reads the manifest at `name` (the previous generation, if any); checks that every
-    ///    shard's node has the RedisBloom module. A failure leaves Redis as it was.
-    /// 2. Writes the shards of the next generation, each with an expiry of
-    ///    [`staging_ttl`](ClusterExport::staging_ttl). A failure deletes the shards written
-    ///    (what cannot be reached expires): the previous generation stays visible.
-    /// 3. Writes the manifest (the moment of publishing); a refusal is handled as in step 2.
-    /// 4. Makes the new shards permanent (`PERSIST`). A failure puts the previous manifest
-    ///    back, then deletes the new shards; if that fails too,
-    ///    [`ClusterError::Unsettled`].
-    /// 5. Gives the previous generation's shards an expiry of
-    ///    [`grace`](ClusterExport::grace); those whose node does not answer are listed in
-    ///    [`ClusterExportSummary::unretired`].
+    /// 1. Reads the manifest and the ledger; gives the keys the ledger holds from earlier
+    ///    failed exports an expiry of [`grace`](ClusterExport::grace); checks that every new
+    ///    shard key's node has the RedisBloom module and that the key does not exist.
+    /// 2. Writes the ledger, naming the new generation's keys, before writing any.
+    /// 3. Writes each shard with `RESTORE` (no expiry). A failure deletes the shards written;
+    ///    the previous generation stays visible, and what cannot be deleted stays in the
+    ///    ledger for the next export.
+    /// 4. Writes the manifest of the new generation and the ledger, now naming the previous
+    ///    generation's keys, in one transaction: the moment of publishing. If its reply is
+    ///    lost, the manifest is read back to learn which generation it names.
+    /// 5. Gives the previous generation's keys an expiry of [`grace`](ClusterExport::grace),
+    ///    then writes the ledger without them.
     ///
-    /// Each shard is copied at its own moment (writers of that shard wait while it is
+    /// So every key without an expiry is named by the manifest or the ledger, whatever fails
+    /// when. Each shard is copied at its own moment (writers of that shard wait while it is
     /// copied): to publish one moment of the whole filter, let no writer run during the
-    /// export. One export of a name at a time: two at once can publish the same generation.
+    /// export. One export of a name at a time.
     ///
     /// # Errors
     ///
-    /// [`ClusterError::BadName`]; [`ClusterError::NotAManifest`] if `name` holds something
-    /// else (it is left alone); [`ClusterError::Shard`] with the shard, its key, slot and node
-    /// for a node without the module, a refused `RESTORE` (`OOM`, a payload over
-    /// `proto-max-bulk-len`), a lost connection; [`ClusterError::Manifest`];
-    /// [`ClusterError::Unsettled`].
+    /// [`ClusterError::BadName`]; [`ClusterError::NotAManifest`] if `name` or its ledger key
+    /// holds something else (it is left alone); [`ClusterError::Shard`] with the shard, its
+    /// key, slot and node for a node without the module, a key that exists already, a refused
+    /// `RESTORE` (`OOM`, a payload over `proto-max-bulk-len`), a lost connection;
+    /// [`ClusterError::Manifest`].
     ///
     /// ```no_run
     /// use atomic_cuckoo::redisbloom::{ClusterExport, ClusterFilter, ShardedFilter};
@@ -392,75 +485,79 @@ impl ShardedFilter {
         options: &ClusterExport,
     ) -> Result<ClusterExportSummary, ClusterError> {
         check_name(name)?;
+        let grace = millis(options.grace);
         let mut tally = Tally::default();
-        let previous = read_manifest(conn, name)?;
-        tally.commands += 1;
-        tally.round_trips += 1;
-        let generation = previous.as_ref().map_or(1, |m| m.generation + 1);
+        let previous = read_manifest(conn, name, &mut tally)?;
+        let ledger = read_ledger(conn, name, &mut tally)?;
+        let current: &[String] = previous.as_ref().map_or(&[], |m| &m.keys);
+        // 1. Leftovers of failed exports get their expiry.
+        let leftovers = ledger.keys.iter().filter(|key| !current.contains(key));
+        let owed = expire_all(conn, leftovers, grace, &mut tally);
+        let started = ledger
+            .started
+            .max(previous.as_ref().map_or(0, |m| m.generation));
+        let generation = started
+            .checked_add(1)
+            .ok_or_else(|| not_ours(name, format!("generation {started} cannot be followed")))?;
         let manifest = Manifest::new(name, generation, self.shards().len());
         for (shard, key) in manifest.keys.iter().enumerate() {
             let mut session = Session::new(conn, key.as_bytes());
-            let checked = check_module_at(&mut session, key);
+            let checked = check_new_key(&mut session, key);
             tally.add(&session);
             checked.map_err(|error| shard_error(conn, &manifest, shard, error))?;
         }
-        let ttl_ms = millis(options.staging_ttl);
+        // 2. The ledger names the new keys before any is written.
+        let mut pending = Ledger {
+            started: generation,
+            keys: owed.iter().chain(&manifest.keys).cloned().collect(),
+        };
+        write_ledger(conn, name, &pending, &mut tally).map_err(|e| manifest_error(name, e))?;
+        // 3. The shards.
         let max_bulk = single_server_max_bulk(conn, name, &mut tally)?;
         let mut bytes = 0;
         for (shard, filter) in self.shards().iter().enumerate() {
             let key = manifest.keys[shard].as_bytes();
             let mut session = Session::new(conn, key);
-            let written = write_shard(&mut session, filter, ttl_ms, max_bulk);
+            let written = write_shard(&mut session, filter, max_bulk);
             tally.add(&session);
             match written {
                 Ok(sent) => bytes += sent,
                 Err(error) => {
-                    delete_quietly(conn, &manifest.keys[..=shard], &mut tally);
-                    return Err(shard_error(conn, &manifest, shard, error));
+                    // The failed shard's key too, unless it is another's (its RESTORE may have
+                    // run before a lost reply).
+                    let ours = if matches!(error, BridgeError::KeyExists { .. }) {
+                        shard
+                    } else {
+                        shard + 1
+                    };
+                    let failed = shard_error(conn, &manifest, shard, error);
+                    let kept = delete_all(conn, &manifest.keys[..ours], &mut tally);
+                    settle_ledger(conn, name, &previous, generation, owed, kept, &mut tally);
+                    return Err(failed);
                 }
             }
         }
-        let mut session = Session::new(conn, name.as_bytes());
-        let set = redis::cmd("SET")
-            .arg(name)
-            .arg(manifest.to_text())
-            .to_owned();
-        let published = session
-            .call("SET", &set)
-            .and_then(|reply| expect_ok(&session, "SET", reply));
-        tally.add(&session);
-        if let Err(error) = published {
-            if !matches!(error, BridgeError::Connection(_)) {
-                delete_quietly(conn, &manifest.keys, &mut tally);
-            }
-            return Err(manifest_error(name, error));
-        }
-        for (shard, key) in manifest.keys.iter().enumerate() {
-            let mut session = Session::new(conn, key.as_bytes());
-            let persisted = persist(&mut session, key);
-            tally.add(&session);
-            if let Err(error) = persisted {
-                return Err(unpublish(
-                    conn,
-                    name,
-                    previous.as_ref(),
-                    &manifest,
-                    shard,
-                    error,
-                    &mut tally,
-                ));
+        // 4. The switch.
+        pending.keys = owed.iter().chain(current).cloned().collect();
+        if let Err(error) = write_manifest_and_ledger(conn, name, &manifest, &pending, &mut tally) {
+            // A lost reply: read back which generation the manifest names (if that fails too,
+            // either is whole, and the ledger names the other's keys).
+            let switched = matches!(error, BridgeError::Connection(_))
+                && match read_manifest(conn, name, &mut tally) {
+                    Ok(now) => now.is_some_and(|m| m.generation == generation),
+                    Err(_) => return Err(manifest_error(name, error)),
+                };
+            if !switched {
+                let kept = delete_all(conn, &manifest.keys, &mut tally);
+                settle_ledger(conn, name, &previous, generation, owed, kept, &mut tally);
+                return Err(manifest_error(name, error));
             }
         }
-        let grace = millis(options.grace).to_string();
-        let mut unretired = Vec::new();
-        for key in previous.iter().flat_map(|m| &m.keys) {
-            let mut session = Session::new(conn, key.as_bytes());
-            let expire = redis::cmd("PEXPIRE").arg(key).arg(&grace).to_owned();
-            if session.call("PEXPIRE", &expire).is_err() {
-                unretired.push(key.clone());
-            }
-            tally.add(&session);
-        }
+        // 5. The previous generation expires.
+        let unretired = expire_all(conn, &pending.keys, grace, &mut tally);
+        pending.keys = unretired.clone();
+        // Best effort: a ledger that still names retired keys only has them expired again.
+        let _ = write_ledger(conn, name, &pending, &mut tally);
         Ok(ClusterExportSummary {
             generation,
             keys: manifest.keys,
@@ -487,19 +584,21 @@ impl ShardedFilter {
         name: &str,
     ) -> Result<ShardedFilter, ClusterError> {
         check_name(name)?;
+        let mut tally = Tally::default();
         let mut attempt = 0;
         'manifest: loop {
             attempt += 1;
-            let manifest = read_manifest(conn, name)?.ok_or_else(|| ClusterError::NoFilter {
-                key: name.to_owned(),
-            })?;
+            let manifest =
+                read_manifest(conn, name, &mut tally)?.ok_or_else(|| ClusterError::NoFilter {
+                    key: name.to_owned(),
+                })?;
             let mut shards = Vec::with_capacity(manifest.keys.len());
             for (shard, key) in manifest.keys.iter().enumerate() {
                 match import_shard(conn, key) {
                     Ok(filter) => shards.push(filter),
                     Err(BridgeError::MissingKey { .. })
                         if attempt < IMPORT_ATTEMPTS
-                            && read_manifest(conn, name)?
+                            && read_manifest(conn, name, &mut tally)?
                                 .is_some_and(|now| now.generation != manifest.generation) =>
                     {
                         continue 'manifest
@@ -508,10 +607,7 @@ impl ShardedFilter {
                 }
             }
             // A manifest names 1 to MAX_SHARDS shards.
-            return ShardedFilter::from_shards(shards).map_err(|e| ClusterError::NotAManifest {
-                key: name.to_owned(),
-                problem: e.to_string(),
-            });
+            return ShardedFilter::from_shards(shards).map_err(|e| not_ours(name, e.to_string()));
         }
     }
 }
@@ -557,12 +653,11 @@ fn import_shard(
     }
 }
 
-/// Writes one shard's `RESTORE` with an expiry of `ttl_ms` (refused here if longer than
-/// `max_bulk`); the payload bytes sent.
+/// Writes one shard's `RESTORE` (without `REPLACE`: the key was checked to be free), refused
+/// here if longer than `max_bulk`; the payload bytes sent.
 fn write_shard(
     session: &mut Session<'_>,
     filter: &RedisCuckooFilter,
-    ttl_ms: u64,
     max_bulk: Option<u64>,
 ) -> Result<u64, BridgeError> {
     let (header, data) = filter.snapshot();
@@ -570,63 +665,42 @@ fn write_shard(
         key: show(session.key),
         error,
     })?;
-    restore(session, &header, &data, true, ttl_ms, max_bulk).map(|(bytes, _)| bytes)
+    restore(session, &header, &data, false, 0, max_bulk).map(|(bytes, _)| bytes)
 }
 
-/// `PERSIST key`, which must find the key with its expiry (0 means it is gone).
-fn persist(session: &mut Session<'_>, key: &str) -> Result<(), BridgeError> {
-    let reply = session.call("PERSIST", redis::cmd("PERSIST").arg(key))?;
-    match expect_int(session, "PERSIST", reply)? {
-        1 => Ok(()),
-        _ => Err(BridgeError::MissingKey {
-            key: key.to_owned(),
-            message: "PERSIST found no key with an expiry".to_owned(),
-        }),
-    }
-}
-
-/// Best effort, after a failure: deletes `keys` (those it cannot reach expire).
-fn delete_quietly(conn: &mut dyn ConnectionLike, keys: &[String], tally: &mut Tally) {
+/// After a failure: deletes `keys`; those it could not delete.
+fn delete_all(conn: &mut dyn ConnectionLike, keys: &[String], tally: &mut Tally) -> Vec<String> {
+    let mut kept = Vec::new();
     for key in keys {
         let mut session = Session::new(conn, key.as_bytes());
-        session.quietly(redis::cmd("DEL").arg(key));
+        if session.call("DEL", redis::cmd("DEL").arg(key)).is_err() {
+            kept.push(key.clone());
+        }
         tally.add(&session);
     }
+    kept
 }
 
-/// After shard `shard` of a published manifest could not be made permanent: puts the previous
-/// manifest back (or deletes it), then deletes the new shards; the error to report.
-fn unpublish(
+/// After a failed export: the ledger keeps what is still owed, the earlier debts and the keys
+/// that could not be deleted (or goes, if it owes nothing and there is no manifest). Best
+/// effort: a ledger left naming more keys only has them expired by the next export.
+fn settle_ledger(
     conn: &mut dyn ConnectionLike,
     name: &str,
-    previous: Option<&Manifest>,
-    manifest: &Manifest,
-    shard: usize,
-    error: BridgeError,
+    previous: &Option<Manifest>,
+    started: u64,
+    owed: Vec<String>,
+    kept: Vec<String>,
     tally: &mut Tally,
-) -> ClusterError {
-    let mut session = Session::new(conn, name.as_bytes());
-    let restored = match previous {
-        Some(old) => {
-            let set = redis::cmd("SET").arg(name).arg(old.to_text()).to_owned();
-            session
-                .call("SET", &set)
-                .and_then(|reply| expect_ok(&session, "SET", reply))
-        }
-        None => session.call("DEL", redis::cmd("DEL").arg(name)).map(drop),
-    };
-    tally.add(&session);
-    match restored {
-        Ok(()) => {
-            delete_quietly(conn, &manifest.keys, tally);
-            shard_error(conn, manifest, shard, error)
-        }
-        Err(rollback) => ClusterError::Unsettled {
-            key: name.to_owned(),
-            shard,
-            error: Box::new(error),
-            rollback: Box::new(rollback),
-        },
+) {
+    let keys: Vec<String> = owed.into_iter().chain(kept).collect();
+    if previous.is_none() && keys.is_empty() {
+        let key = ledger_key(name);
+        let mut session = Session::new(conn, key.as_bytes());
+        session.quietly(redis::cmd("DEL").arg(&key));
+        tally.add(&session);
+    } else {
+        let _ = write_ledger(conn, name, &Ledger { started, keys }, tally);
     }
 }
 
@@ -663,8 +737,10 @@ impl ClusterFilter {
     /// [`ClusterError::NotAManifest`], [`ClusterError::Manifest`].
     pub fn open(conn: &mut dyn ConnectionLike, name: &str) -> Result<Self, ClusterError> {
         check_name(name)?;
-        let manifest = read_manifest(conn, name)?.ok_or_else(|| ClusterError::NoFilter {
-            key: name.to_owned(),
+        let manifest = read_manifest(conn, name, &mut Tally::default())?.ok_or_else(|| {
+            ClusterError::NoFilter {
+                key: name.to_owned(),
+            }
         })?;
         Ok(ClusterFilter {
             name: name.to_owned(),
@@ -709,9 +785,10 @@ impl ClusterFilter {
 
     /// Whether each item may be in the filter: `results` is cleared and receives the answers
     /// in order. The items are grouped by shard; each shard gets one round trip per 100,000
-    /// of its items, a pipeline of `EXISTS key` (a retired generation's key is gone, and
-    /// `CF.MEXISTS` would answer 0 for everything) and `CF.MEXISTS key items…` of 1,000 items
-    /// each.
+    /// of its items, a pipeline of `CF.MEXISTS key items…` of 1,000 items each, then
+    /// `TYPE key`: `CF.MEXISTS` answers 0 for every item of a key that is gone (a replaced
+    /// generation's, once it expired) or holds another type, and a key that is a cuckoo filter
+    /// after the lookups was one during them.
     ///
     /// # Errors
     ///
@@ -740,12 +817,18 @@ impl ClusterFilter {
     /// stored, `false` if its shard had no room (Redis's `-1`). Grouped and pipelined as
     /// [`contains_many`](ClusterFilter::contains_many) sends them; the shards are written
     /// one after the other, so after an error the earlier shards have their items, and the
-    /// failing shard may have some of its own.
+    /// failing shard may have some of its own. Each round trip ends with `PTTL key`: a shard
+    /// key with an expiry belongs to a generation that a newer export replaced, whose items
+    /// readers no longer see.
+    ///
+    /// An export of the same name publishes the exporting filter, not what was inserted here:
+    /// items inserted while an export runs may be in neither.
     ///
     /// # Errors
     ///
-    /// As [`contains_many`](ClusterFilter::contains_many); a shard that refuses
-    /// (`Maximum expansions reached`) is [`BridgeError::Refused`].
+    /// As [`contains_many`](ClusterFilter::contains_many); [`ClusterError::Retired`] when the
+    /// generation was replaced (open the filter again and insert the items again); a shard that
+    /// refuses (`Maximum expansions reached`) is [`BridgeError::Refused`].
     pub fn insert_many<I>(
         &self,
         conn: &mut dyn ConnectionLike,
@@ -758,6 +841,8 @@ impl ClusterFilter {
         let mut results = Vec::new();
         self.per_shard(conn, items, &mut results, true, |reply| match reply {
             Value::Int(n) => Some(n == 1),
+            // RESP3 answers with booleans.
+            Value::Boolean(b) => Some(b),
             _ => None,
         })?;
         Ok(results)
@@ -793,10 +878,17 @@ impl ClusterFilter {
                 let mut session = Session::new(conn, key.as_bytes());
                 let answers = send_flush(&mut session, key, chunk, insert, &answer);
                 match answers {
-                    Ok(answers) => {
+                    Ok(Flushed::Answers(answers)) => {
                         for ((i, _), found) in chunk.iter().zip(answers) {
                             results[*i] = found;
                         }
+                    }
+                    Ok(Flushed::Retired) => {
+                        return Err(ClusterError::Retired {
+                            name: self.name.clone(),
+                            generation: self.manifest.generation,
+                            key: key.clone(),
+                        })
                     }
                     Err(error) => return Err(shard_error(conn, &self.manifest, shard, error)),
                 }
@@ -806,22 +898,32 @@ impl ClusterFilter {
     }
 }
 
-/// One round trip of a shard's items: a pipeline of `CF.INSERT key NOCREATE ITEMS …`
-/// (`insert`), or of `CF.MEXISTS key …` then `EXISTS key`, `ITEMS_PER_COMMAND` items per
-/// command; their answers, in order.
+/// What one round trip of a shard's items gave.
+enum Flushed {
+    /// The items' answers, in order.
+    Answers(Vec<bool>),
+    /// The inserts went into a key that has an expiry: a replaced generation's.
+    Retired,
+}
+
+/// One round trip of a shard's items: a pipeline of `CF.INSERT key NOCREATE ITEMS …` then
+/// `PTTL key` (`insert`), or of `CF.MEXISTS key …` then `TYPE key`, `ITEMS_PER_COMMAND` items
+/// per command.
 ///
-/// `EXISTS` comes after the lookups: a key that exists after them existed during them (keys
-/// are only ever created before their manifest names them), while a retired key that is gone
-/// makes `CF.MEXISTS` answer 0 for everything. A node that answers `ASK` (the key's slot is
-/// migrating and the key has moved) gets the commands one by one, which the cluster
-/// connection redirects.
+/// The check comes after the commands, since a key that exists after them existed during them
+/// (keys are only ever created before a manifest names them). `CF.MEXISTS` answers 0 for every
+/// item of a key that is gone (a replaced generation's, once expired) or holds another type,
+/// so `TYPE` must say a cuckoo filter; `CF.INSERT` refuses those, but writes into a replaced
+/// generation's key until it expires, so `PTTL` must say it has no expiry. A node that answers
+/// `ASK` (the key's slot is migrating and the key has moved) gets the commands one by one,
+/// which the cluster connection redirects.
 fn send_flush(
     session: &mut Session<'_>,
     key: &str,
     flush: &[(usize, Vec<u8>)],
     insert: bool,
     answer: &impl Fn(Value) -> Option<bool>,
-) -> Result<Vec<bool>, BridgeError> {
+) -> Result<Flushed, BridgeError> {
     let command = if insert { "CF.INSERT" } else { "CF.MEXISTS" };
     let mut commands: Vec<redis::Cmd> = flush
         .chunks(ITEMS_PER_COMMAND)
@@ -837,9 +939,11 @@ fn send_flush(
             cmd
         })
         .collect();
-    if !insert {
-        commands.push(redis::cmd("EXISTS").arg(key).to_owned());
-    }
+    commands.push(
+        redis::cmd(if insert { "PTTL" } else { "TYPE" })
+            .arg(key)
+            .to_owned(),
+    );
     let mut pipe = redis::pipe();
     for cmd in &commands {
         pipe.add_command(cmd.clone());
@@ -855,36 +959,66 @@ fn send_flush(
             .collect::<Result<_, _>>()?,
         Err(e) => return Err(e),
     };
-    if !insert {
-        let exists = replies.pop().unwrap_or(Value::Nil);
-        if expect_int(session, "EXISTS", exists)? != 1 {
-            return Err(BridgeError::MissingKey {
-                key: key.to_owned(),
-                message: "EXISTS answered 0".to_owned(),
-            });
-        }
+    let check = replies.pop().unwrap_or(Value::Nil);
+    let answers = answers_of(key, command, flush, replies, answer)?;
+    if insert {
+        return Ok(match expect_int(session, "PTTL", check)? {
+            -1 => Flushed::Answers(answers),
+            -2 => return Err(missing(key, "PTTL answered -2")),
+            _ => Flushed::Retired,
+        });
     }
+    let kind = match check {
+        Value::SimpleString(kind) => kind,
+        Value::BulkString(kind) => String::from_utf8_lossy(&kind).into_owned(),
+        other => {
+            return Err(BridgeError::UnexpectedReply {
+                command: "TYPE",
+                reply: format!("{other:?}"),
+            })
+        }
+    };
+    match kind.as_str() {
+        CUCKOO_TYPE => Ok(Flushed::Answers(answers)),
+        "none" => Err(missing(key, "TYPE answered none")),
+        other => Err(BridgeError::WrongType {
+            key: key.to_owned(),
+            message: format!("TYPE answered {other}"),
+        }),
+    }
+}
+
+fn missing(key: &str, message: &str) -> BridgeError {
+    BridgeError::MissingKey {
+        key: key.to_owned(),
+        message: message.to_owned(),
+    }
+}
+
+/// The items' answers in the replies to their commands (`ITEMS_PER_COMMAND` items each).
+fn answers_of(
+    key: &str,
+    command: &'static str,
+    flush: &[(usize, Vec<u8>)],
+    replies: Vec<Value>,
+    answer: &impl Fn(Value) -> Option<bool>,
+) -> Result<Vec<bool>, BridgeError> {
+    let refused = |e: &redis::ServerError| refusal(command, key.as_bytes(), server_text(e));
+    let unexpected = |reply: &Value| BridgeError::UnexpectedReply {
+        command,
+        reply: format!("{reply:?}"),
+    };
     let mut answers = Vec::with_capacity(flush.len());
     for (chunk, reply) in flush.chunks(ITEMS_PER_COMMAND).zip(replies) {
         let replies = match reply {
             Value::Array(replies) if replies.len() == chunk.len() => replies,
-            Value::ServerError(e) => return Err(refusal(command, key.as_bytes(), server_text(&e))),
-            other => {
-                return Err(BridgeError::UnexpectedReply {
-                    command,
-                    reply: format!("{other:?}"),
-                })
-            }
+            Value::ServerError(e) => return Err(refused(&e)),
+            other => return Err(unexpected(&other)),
         };
         for reply in replies {
             answers.push(match reply {
-                Value::ServerError(e) => {
-                    return Err(refusal(command, key.as_bytes(), server_text(&e)))
-                }
-                reply => answer(reply.clone()).ok_or_else(|| BridgeError::UnexpectedReply {
-                    command,
-                    reply: format!("{reply:?}"),
-                })?,
+                Value::ServerError(e) => return Err(refused(&e)),
+                reply => answer(reply.clone()).ok_or_else(|| unexpected(&reply))?,
             });
         }
     }
@@ -906,7 +1040,7 @@ mod tests {
         assert_eq!(millis(Duration::ZERO), 1);
         assert_eq!(millis(Duration::from_micros(1500)), 1);
         assert_eq!(millis(Duration::from_secs(60)), 60_000);
-        assert_eq!(millis(Duration::MAX), u64::MAX);
+        assert_eq!(millis(Duration::MAX), MAX_EXPIRY_MS);
     }
 
     #[test]
@@ -915,7 +1049,7 @@ mod tests {
             shard: 2,
             key: "ids:3:2:{9}".to_owned(),
             slot: 13_653,
-            node: Some("127.0.0.1:7003".to_owned()),
+            node: Some("127.0.0.1:7003".into()),
             error: BridgeError::ModuleMissing {
                 message: "ERR unknown command 'CF.EXISTS'".to_owned(),
             },

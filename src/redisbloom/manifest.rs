@@ -71,44 +71,119 @@ impl Manifest {
         text
     }
 
-    /// Reads a manifest's text; `Err` says what is wrong with it.
-    pub(crate) fn parse(text: &[u8]) -> Result<Manifest, String> {
+    /// Reads the manifest of filter `name`; `Err` says what is wrong with it. Its keys must be
+    /// the ones the rule gives for its generation and shard count: a reader trusts no other.
+    pub(crate) fn parse(text: &[u8], name: &str) -> Result<Manifest, String> {
         let text = std::str::from_utf8(text).map_err(|_| "not UTF-8 text".to_owned())?;
         let mut lines = text.split('\n');
         if lines.next() != Some(MAGIC) {
             return Err(format!("its first line is not {MAGIC:?}"));
         }
-        let number = |line: Option<&str>, field: &str| -> Result<u64, String> {
-            line.and_then(|l| l.strip_prefix(field))
-                .and_then(|l| l.strip_prefix(' '))
-                .and_then(|n| n.parse().ok())
-                .ok_or_else(|| format!("no {field:?} line"))
-        };
         let generation = number(lines.next(), "generation")?;
         let shards = number(lines.next(), "shards")?;
         if !(1..=MAX_SHARDS as u64).contains(&shards) {
             return Err(format!("{shards} shards (1 to {MAX_SHARDS})"));
         }
-        let keys: Vec<String> = lines
-            .by_ref()
-            .take(shards as usize)
-            .map(str::to_owned)
-            .collect();
-        if keys.len() != shards as usize || keys.iter().any(String::is_empty) {
-            return Err(format!("fewer than {shards} shard keys"));
+        let manifest = Manifest::new(name, generation, shards as usize);
+        for (shard, want) in manifest.keys.iter().enumerate() {
+            match lines.next() {
+                Some(key) if key == want => {}
+                Some(key) => return Err(format!("shard {shard}'s key is {key:?}, not {want:?}")),
+                None => return Err(format!("fewer than {shards} shard keys")),
+            }
         }
-        // After the last key: its newline, or nothing.
-        let rest: Vec<&str> = lines.collect();
-        if !(rest.is_empty() || rest == [""]) {
-            return Err("text after the last shard key".to_owned());
-        }
-        Ok(Manifest { generation, keys })
+        end_of_text(lines)?;
+        Ok(manifest)
     }
 
     /// The cluster slot of shard `shard`'s key.
     pub(crate) fn slot(&self, shard: usize) -> u16 {
         key_slot(self.keys[shard].as_bytes())
     }
+}
+
+/// `field N` (a decimal number) on `line`.
+fn number(line: Option<&str>, field: &str) -> Result<u64, String> {
+    line.and_then(|l| l.strip_prefix(field))
+        .and_then(|l| l.strip_prefix(' '))
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| format!("no {field:?} line"))
+}
+
+/// After the last line: its newline, or nothing.
+fn end_of_text<'t>(rest: impl Iterator<Item = &'t str>) -> Result<(), String> {
+    let rest: Vec<&str> = rest.collect();
+    if rest.is_empty() || rest == [""] {
+        Ok(())
+    } else {
+        Err("text after the last line".to_owned())
+    }
+}
+
+/// The ledger's first line.
+const LEDGER_MAGIC: &str = "atomic-cuckoo sharded filter ledger v1";
+
+/// The ledger of filter `name`: `{name}:ledger`, in the manifest's hash slot (the tag is the
+/// name, which the manifest key hashes whole), so that one transaction writes both.
+pub(crate) fn ledger_key(name: &str) -> String {
+    format!("{{{name}}}:ledger")
+}
+
+/// What exports owe the cluster: the highest generation one started, and the shard keys that
+/// exports wrote or retired and that may still lack an expiry, other than the manifest's. An
+/// export names its new keys here before it writes them, so every key without an expiry is
+/// the manifest's or the ledger's, whatever fails when.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Ledger {
+    pub(crate) started: u64,
+    pub(crate) keys: Vec<String>,
+}
+
+impl Ledger {
+    pub(crate) fn to_text(&self) -> String {
+        let mut text = format!("{LEDGER_MAGIC}\nstarted {}\n", self.started);
+        for key in &self.keys {
+            text.push_str(key);
+            text.push('\n');
+        }
+        text
+    }
+
+    /// Reads the ledger of filter `name`: every key must be one of its shard keys (an export
+    /// gives each an expiry).
+    pub(crate) fn parse(text: &[u8], name: &str) -> Result<Ledger, String> {
+        let text = std::str::from_utf8(text).map_err(|_| "not UTF-8 text".to_owned())?;
+        let mut lines = text.split('\n');
+        if lines.next() != Some(LEDGER_MAGIC) {
+            return Err(format!("its first line is not {LEDGER_MAGIC:?}"));
+        }
+        let started = number(lines.next(), "started")?;
+        let keys: Vec<String> = lines
+            .filter(|line| !line.is_empty())
+            .map(str::to_owned)
+            .collect();
+        if let Some(key) = keys.iter().find(|key| !is_shard_key_of(key, name)) {
+            return Err(format!("{key:?} is not a shard key of {name:?}"));
+        }
+        Ok(Ledger { started, keys })
+    }
+}
+
+/// Whether `key` is `name:G:s:{tag}` with decimal `G` and `s` and a hex `tag`.
+fn is_shard_key_of(key: &str, name: &str) -> bool {
+    let Some(rest) = key.strip_prefix(name).and_then(|r| r.strip_prefix(':')) else {
+        return false;
+    };
+    let mut parts = rest.splitn(3, ':');
+    let decimal =
+        |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    let (generation, shard, tag) = (parts.next(), parts.next(), parts.next());
+    decimal(generation)
+        && decimal(shard)
+        && tag
+            .and_then(|t| t.strip_prefix('{'))
+            .and_then(|t| t.strip_suffix('}'))
+            .is_some_and(|hex| !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 #[cfg(test)]
@@ -168,7 +243,10 @@ mod tests {
         let text = manifest.to_text();
         assert!(text
             .starts_with("atomic-cuckoo sharded filter v1\ngeneration 12\nshards 3\nids:12:0:{"));
-        assert_eq!(Manifest::parse(text.as_bytes()), Ok(manifest.clone()));
+        assert_eq!(
+            Manifest::parse(text.as_bytes(), "ids"),
+            Ok(manifest.clone())
+        );
         let damaged = [
             text.replace("v1", "v2"),
             text.replace("generation 12", "generation x"),
@@ -180,10 +258,68 @@ mod tests {
             String::new(),
         ];
         for bad in damaged {
-            assert!(Manifest::parse(bad.as_bytes()).is_err(), "{bad:?}");
+            assert!(Manifest::parse(bad.as_bytes(), "ids").is_err(), "{bad:?}");
         }
-        assert!(Manifest::parse(b"\xff").is_err());
+        assert!(Manifest::parse(b"\xff", "ids").is_err());
         // The last newline may be missing.
-        assert_eq!(Manifest::parse(text.trim_end().as_bytes()), Ok(manifest));
+        assert_eq!(
+            Manifest::parse(text.trim_end().as_bytes(), "ids"),
+            Ok(manifest)
+        );
+    }
+
+    /// A manifest whose keys are not the rule's (swapped, repeated, another name's or
+    /// generation's) is refused: a reader would look items up in the wrong shards.
+    #[test]
+    fn manifests_naming_other_keys_are_refused() {
+        let text = Manifest::new("ids", 4, 3).to_text();
+        let lines: Vec<&str> = text.lines().collect();
+        let with = |keys: [&str; 3]| {
+            format!(
+                "{}\n{}\n{}\n{}\n",
+                lines[..3].join("\n"),
+                keys[0],
+                keys[1],
+                keys[2]
+            )
+        };
+        let other = Manifest::new("other", 4, 3);
+        let older = Manifest::new("ids", 3, 3);
+        for bad in [
+            with([lines[4], lines[3], lines[5]]),
+            with([lines[3], lines[3], lines[5]]),
+            with([&other.keys[0], lines[4], lines[5]]),
+            with([lines[3], lines[4], &older.keys[2]]),
+        ] {
+            assert!(Manifest::parse(bad.as_bytes(), "ids").is_err(), "{bad:?}");
+        }
+        assert!(Manifest::parse(with([lines[3], lines[4], lines[5]]).as_bytes(), "ids").is_ok());
+    }
+
+    #[test]
+    fn ledgers_read_back_and_hold_only_shard_keys_of_their_filter() {
+        let ledger = Ledger {
+            started: 9,
+            keys: vec![shard_key("ids", 8, 0, 2), shard_key("ids", 9, 1, 2)],
+        };
+        assert_eq!(
+            Ledger::parse(ledger.to_text().as_bytes(), "ids"),
+            Ok(ledger.clone())
+        );
+        assert_eq!(ledger_key("ids"), "{ids}:ledger");
+        assert_eq!(
+            reference_slot(ledger_key("ids").as_bytes()),
+            reference_slot(b"ids")
+        );
+        for bad in [
+            ledger.to_text().replace("started 9", "started x"),
+            ledger.to_text().replace("v1", "v0"),
+            format!("{}user:42\n", ledger.to_text()),
+            format!("{}ids:1:0:{{zz}}\n", ledger.to_text()),
+            format!("{}ids:1:0\n", ledger.to_text()),
+            format!("{}other:1:0:{{1}}\n", ledger.to_text()),
+        ] {
+            assert!(Ledger::parse(bad.as_bytes(), "ids").is_err(), "{bad:?}");
+        }
     }
 }

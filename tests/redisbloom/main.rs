@@ -15,3 +15,4 @@ mod filter;
 mod lookup_stress;
 mod model_equivalence;
 mod sharded;
+mod sharded_attack;

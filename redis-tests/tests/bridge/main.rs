@@ -9,5 +9,6 @@ mod common;
 
 mod export_import;
 mod penetration_guard;
+mod sharded_attack;
 mod sharded_cluster;
 mod without_a_server;

@@ -39,8 +39,9 @@ fn keys_and_ttls(cluster: &Cluster) -> Vec<(String, i64)> {
     all
 }
 
-/// Every key without an expiry is the manifest `name` or a shard key it names; returns the
-/// keys with an expiry.
+/// Every key without an expiry is the manifest `name`, its ledger, or a shard key the manifest
+/// names, and the ledger owes nothing (as after an export that did not fail); returns the keys
+/// with an expiry.
 fn only_published_keys_are_permanent(
     cluster: &Cluster,
     conn: &mut dyn ConnectionLike,
@@ -51,11 +52,23 @@ fn only_published_keys_are_permanent(
         Err(ClusterError::NoFilter { .. }) => Vec::new(),
         Err(e) => panic!("{e}"),
     };
+    let ledger = format!("{{{name}}}:ledger");
+    let owed: Vec<String> = redis::cmd("GET")
+        .arg(&ledger)
+        .query::<Option<String>>(conn)
+        .unwrap()
+        .map_or_else(Vec::new, |text| {
+            text.lines().skip(2).map(str::to_owned).collect()
+        });
+    assert!(
+        owed.is_empty(),
+        "after a settled export the ledger owes {owed:?}"
+    );
     let mut expiring = Vec::new();
     for (key, ttl) in keys_and_ttls(cluster) {
         if ttl == -1 {
             assert!(
-                key == name || named.contains(&key),
+                key == name || key == ledger || named.contains(&key),
                 "{key} has no expiry and no manifest names it"
             );
         } else {
@@ -246,7 +259,7 @@ fn a_refused_shard_leaves_the_previous_generation() {
             assert!(key.starts_with("refused:2:2:{"), "{key}");
             assert!(*slot > 10_922, "{slot}");
             let port = cluster.nodes[2].as_ref().unwrap().port;
-            assert_eq!(node, &format!("127.0.0.1:{port}"));
+            assert_eq!(&**node, format!("127.0.0.1:{port}"));
         }
         other => panic!("{other:?}"),
     }
@@ -328,7 +341,7 @@ fn a_master_without_the_module_is_named_before_anything_is_written() {
             node: Some(node),
             error: BridgeError::ModuleMissing { .. },
             ..
-        } => assert_eq!(node, &format!("127.0.0.1:{port}")),
+        } => assert_eq!(&**node, format!("127.0.0.1:{port}")),
         other => panic!("{other:?}"),
     }
     assert!(keys_and_ttls(&cluster).is_empty());
