@@ -108,7 +108,10 @@ pub struct ShardedFilter {
 
 impl ShardedFilter {
     /// `shards` shards of RedisBloom's default shape that hold `capacity` items together: each
-    /// is `CF.RESERVE key ⌈capacity / shards⌉`.
+    /// is `CF.RESERVE key ⌈capacity / shards⌉`. RedisBloom rounds a filter's buckets up to a
+    /// power of two, so a power-of-two shard count gives the shards exactly the slots of one
+    /// filter of `capacity` (the same memory and false-positive rate); another count rounds
+    /// each shard on its own.
     ///
     /// # Errors
     ///
