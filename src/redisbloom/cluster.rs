@@ -863,24 +863,24 @@ impl ClusterFilter {
         I: IntoIterator,
         I::Item: AsRef<[u8]>,
     {
+        let items: Vec<I::Item> = items.into_iter().collect();
         let shards = self.manifest.keys.len();
-        let mut groups: Vec<Vec<(usize, Vec<u8>)>> = vec![Vec::new(); shards];
-        let mut n = 0;
-        for (i, item) in items.into_iter().enumerate() {
-            let bytes = item.as_ref();
-            groups[shard_of_hash(ItemHash::of(bytes).h1, shards)].push((i, bytes.to_vec()));
-            n = i + 1;
+        // Each shard's items, as indexes into `items` (which keeps their bytes).
+        let mut groups: Vec<Vec<usize>> = vec![Vec::new(); shards];
+        for (i, item) in items.iter().enumerate() {
+            groups[shard_of_hash(ItemHash::of(item.as_ref()).h1, shards)].push(i);
         }
-        results.resize(n, false);
+        results.clear();
+        results.resize(items.len(), false);
         for (shard, group) in groups.iter().enumerate() {
             for chunk in group.chunks(ITEMS_PER_COMMAND * COMMANDS_PER_FLUSH) {
                 let key = &self.manifest.keys[shard];
                 let mut session = Session::new(conn, key.as_bytes());
-                let answers = send_flush(&mut session, key, chunk, insert, &answer);
+                let answers = send_flush(&mut session, key, &items, chunk, insert, &answer);
                 match answers {
                     Ok(Flushed::Answers(answers)) => {
-                        for ((i, _), found) in chunk.iter().zip(answers) {
-                            results[*i] = found;
+                        for (&i, found) in chunk.iter().zip(answers) {
+                            results[i] = found;
                         }
                     }
                     Ok(Flushed::Retired) => {
@@ -917,42 +917,42 @@ enum Flushed {
 /// generation's key until it expires, so `PTTL` must say it has no expiry. A node that answers
 /// `ASK` (the key's slot is migrating and the key has moved) gets the commands one by one,
 /// which the cluster connection redirects.
-fn send_flush(
+fn send_flush<T: AsRef<[u8]>>(
     session: &mut Session<'_>,
     key: &str,
-    flush: &[(usize, Vec<u8>)],
+    items: &[T],
+    flush: &[usize],
     insert: bool,
     answer: &impl Fn(Value) -> Option<bool>,
 ) -> Result<Flushed, BridgeError> {
     let command = if insert { "CF.INSERT" } else { "CF.MEXISTS" };
-    let mut commands: Vec<redis::Cmd> = flush
-        .chunks(ITEMS_PER_COMMAND)
-        .map(|chunk| {
-            let mut cmd = redis::cmd(command);
-            cmd.arg(key);
-            if insert {
-                cmd.arg("NOCREATE").arg("ITEMS");
-            }
-            for (_, item) in chunk {
-                cmd.arg(item.as_slice());
-            }
-            cmd
-        })
-        .collect();
-    commands.push(
-        redis::cmd(if insert { "PTTL" } else { "TYPE" })
+    let commands = || {
+        let check = redis::cmd(if insert { "PTTL" } else { "TYPE" })
             .arg(key)
-            .to_owned(),
-    );
+            .to_owned();
+        flush
+            .chunks(ITEMS_PER_COMMAND)
+            .map(|chunk| {
+                let mut cmd = redis::cmd(command);
+                cmd.arg(key);
+                if insert {
+                    cmd.arg("NOCREATE").arg("ITEMS");
+                }
+                for &i in chunk {
+                    cmd.arg(items[i].as_ref());
+                }
+                cmd
+            })
+            .chain(std::iter::once(check))
+    };
     let mut pipe = redis::pipe();
-    for cmd in &commands {
-        pipe.add_command(cmd.clone());
+    for cmd in commands() {
+        pipe.add_command(cmd);
     }
     let mut replies = match session.pipeline(command, &mut pipe) {
         Ok(replies) => replies.unwrap_or_default(),
-        Err(BridgeError::Refused { message, .. }) if message.starts_with("ASK ") => commands
-            .iter()
-            .map(|cmd| match session.raw(command, cmd)? {
+        Err(BridgeError::Refused { message, .. }) if message.starts_with("ASK ") => commands()
+            .map(|cmd| match session.raw(command, &cmd)? {
                 Ok(reply) => Ok(reply),
                 Err(message) => Err(refusal(command, key.as_bytes(), message)),
             })
@@ -960,7 +960,7 @@ fn send_flush(
         Err(e) => return Err(e),
     };
     let check = replies.pop().unwrap_or(Value::Nil);
-    let answers = answers_of(key, command, flush, replies, answer)?;
+    let answers = answers_of(key, command, flush.len(), replies, answer)?;
     if insert {
         return Ok(match expect_int(session, "PTTL", check)? {
             -1 => Flushed::Answers(answers),
@@ -995,11 +995,11 @@ fn missing(key: &str, message: &str) -> BridgeError {
     }
 }
 
-/// The items' answers in the replies to their commands (`ITEMS_PER_COMMAND` items each).
+/// The answers of `n` items in the replies to their commands (`ITEMS_PER_COMMAND` items each).
 fn answers_of(
     key: &str,
     command: &'static str,
-    flush: &[(usize, Vec<u8>)],
+    n: usize,
     replies: Vec<Value>,
     answer: &impl Fn(Value) -> Option<bool>,
 ) -> Result<Vec<bool>, BridgeError> {
@@ -1008,10 +1008,11 @@ fn answers_of(
         command,
         reply: format!("{reply:?}"),
     };
-    let mut answers = Vec::with_capacity(flush.len());
-    for (chunk, reply) in flush.chunks(ITEMS_PER_COMMAND).zip(replies) {
+    let mut answers = Vec::with_capacity(n);
+    for reply in replies {
+        let expected = (n - answers.len()).min(ITEMS_PER_COMMAND);
         let replies = match reply {
-            Value::Array(replies) if replies.len() == chunk.len() => replies,
+            Value::Array(replies) if replies.len() == expected => replies,
             Value::ServerError(e) => return Err(refused(&e)),
             other => return Err(unexpected(&other)),
         };
@@ -1022,10 +1023,10 @@ fn answers_of(
             });
         }
     }
-    if answers.len() != flush.len() {
+    if answers.len() != n {
         return Err(BridgeError::UnexpectedReply {
             command,
-            reply: format!("{} answers for {} items", answers.len(), flush.len()),
+            reply: format!("{} answers for {n} items", answers.len()),
         });
     }
     Ok(answers)
