@@ -27,6 +27,10 @@ const ITEMS_PER_COMMAND: usize = 1_000;
 /// connection sends them to its node together).
 const COMMANDS_PER_FLUSH: usize = 100;
 
+/// Generations an export skips whose shard names are taken by keys it did not write, before
+/// it gives up (`ClusterError::Shard` with `BridgeError::KeyExists`).
+const SKIPPED_GENERATIONS: u32 = 8;
+
 /// Times [`ShardedFilter::import_from`] reads the manifest again when a shard it names is gone
 /// (a newer export retired it meanwhile).
 const IMPORT_ATTEMPTS: u32 = 3;
@@ -365,6 +369,36 @@ fn check_new_key(session: &mut Session<'_>, key: &str) -> Result<(), BridgeError
     }
 }
 
+/// `check_new_key` of every key of `manifest`; the first shard that fails, and why.
+fn check_new_keys(
+    conn: &mut dyn ConnectionLike,
+    manifest: &Manifest,
+    tally: &mut Tally,
+) -> Result<(), (usize, BridgeError)> {
+    for (shard, key) in manifest.keys.iter().enumerate() {
+        let mut session = Session::new(conn, key.as_bytes());
+        let checked = check_new_key(&mut session, key);
+        tally.add(&session);
+        checked.map_err(|error| (shard, error))?;
+    }
+    Ok(())
+}
+
+/// Whether `key` holds a cuckoo filter without an expiry: after a `RESTORE` that answered
+/// `BUSYKEY`, the key this export wrote, whose first `RESTORE` ran before its reply was lost
+/// and which the client sent again (the key was checked free before the ledger named it, so
+/// another writer would have had to put a cuckoo filter exactly there in between).
+fn holds_our_filter(session: &mut Session<'_>, key: &str) -> bool {
+    let kind = session.call("TYPE", redis::cmd("TYPE").arg(key));
+    let ttl = session.call("PTTL", redis::cmd("PTTL").arg(key));
+    let is_filter = match kind {
+        Ok(Value::SimpleString(kind)) => kind == CUCKOO_TYPE,
+        Ok(Value::BulkString(kind)) => kind == CUCKOO_TYPE.as_bytes(),
+        _ => false,
+    };
+    is_filter && matches!(ttl, Ok(Value::Int(-1)))
+}
+
 /// `PEXPIRE key ms` of each key; the keys whose node did not take it.
 fn expire_all<'k>(
     conn: &mut dyn ConnectionLike,
@@ -440,7 +474,9 @@ impl ShardedFilter {
     /// 1. Reads the manifest and the ledger; gives the keys the ledger holds from earlier
     ///    failed exports an expiry of [`grace`](ClusterExport::grace); checks that every new
     ///    shard key's node has the RedisBloom module and that the key does not exist.
-    /// 2. Writes the ledger, naming the new generation's keys, before writing any.
+    /// 2. Writes the ledger, naming the new generation's keys, before writing any. The
+    ///    generation is one more than any started before (the ledger keeps that number), and
+    ///    one whose names are taken by keys this export did not write is skipped.
     /// 3. Writes each shard with `RESTORE` (no expiry). A failure deletes the shards written;
     ///    the previous generation stays visible, and what cannot be deleted stays in the
     ///    ledger for the next export.
@@ -496,16 +532,25 @@ impl ShardedFilter {
         let started = ledger
             .started
             .max(previous.as_ref().map_or(0, |m| m.generation));
-        let generation = started
-            .checked_add(1)
-            .ok_or_else(|| not_ours(name, format!("generation {started} cannot be followed")))?;
-        let manifest = Manifest::new(name, generation, self.shards().len());
-        for (shard, key) in manifest.keys.iter().enumerate() {
-            let mut session = Session::new(conn, key.as_bytes());
-            let checked = check_new_key(&mut session, key);
-            tally.add(&session);
-            checked.map_err(|error| shard_error(conn, &manifest, shard, error))?;
-        }
+        let next = |generation: u64| {
+            generation.checked_add(1).ok_or_else(|| {
+                not_ours(name, format!("generation {generation} cannot be followed"))
+            })
+        };
+        // A generation whose names are taken (keys this export did not write) is skipped.
+        let mut generation = next(started)?;
+        let mut skipped = 0;
+        let manifest = loop {
+            let manifest = Manifest::new(name, generation, self.shards().len());
+            match check_new_keys(conn, &manifest, &mut tally) {
+                Ok(()) => break manifest,
+                Err((_, BridgeError::KeyExists { .. })) if skipped < SKIPPED_GENERATIONS => {
+                    skipped += 1;
+                    generation = next(generation)?;
+                }
+                Err((shard, error)) => return Err(shard_error(conn, &manifest, shard, error)),
+            }
+        };
         // 2. The ledger names the new keys before any is written.
         let mut pending = Ledger {
             started: generation,
@@ -518,13 +563,20 @@ impl ShardedFilter {
         for (shard, filter) in self.shards().iter().enumerate() {
             let key = manifest.keys[shard].as_bytes();
             let mut session = Session::new(conn, key);
-            let written = write_shard(&mut session, filter, max_bulk);
+            let written = match write_shard(&mut session, filter, max_bulk) {
+                Err(BridgeError::KeyExists { .. })
+                    if holds_our_filter(&mut session, &manifest.keys[shard]) =>
+                {
+                    Ok(0)
+                }
+                written => written,
+            };
             tally.add(&session);
             match written {
                 Ok(sent) => bytes += sent,
                 Err(error) => {
-                    // The failed shard's key too, unless it is another's (its RESTORE may have
-                    // run before a lost reply).
+                    // The failed shard's key too (its RESTORE may have run before a lost
+                    // reply), unless another writer's key took its name.
                     let ours = if matches!(error, BridgeError::KeyExists { .. }) {
                         shard
                     } else {
@@ -532,7 +584,7 @@ impl ShardedFilter {
                     };
                     let failed = shard_error(conn, &manifest, shard, error);
                     let kept = delete_all(conn, &manifest.keys[..ours], &mut tally);
-                    settle_ledger(conn, name, &previous, generation, owed, kept, &mut tally);
+                    settle_ledger(conn, name, generation, owed, kept, &mut tally);
                     return Err(failed);
                 }
             }
@@ -549,7 +601,7 @@ impl ShardedFilter {
                 };
             if !switched {
                 let kept = delete_all(conn, &manifest.keys, &mut tally);
-                settle_ledger(conn, name, &previous, generation, owed, kept, &mut tally);
+                settle_ledger(conn, name, generation, owed, kept, &mut tally);
                 return Err(manifest_error(name, error));
             }
         }
@@ -681,27 +733,19 @@ fn delete_all(conn: &mut dyn ConnectionLike, keys: &[String], tally: &mut Tally)
     kept
 }
 
-/// After a failed export: the ledger keeps what is still owed, the earlier debts and the keys
-/// that could not be deleted (or goes, if it owes nothing and there is no manifest). Best
-/// effort: a ledger left naming more keys only has them expired by the next export.
+/// After a failed export: the ledger keeps the generation started (its names are never used
+/// again), the earlier debts and the keys that could not be deleted. Best effort: a ledger
+/// left naming more keys only has them expired by the next export.
 fn settle_ledger(
     conn: &mut dyn ConnectionLike,
     name: &str,
-    previous: &Option<Manifest>,
     started: u64,
     owed: Vec<String>,
     kept: Vec<String>,
     tally: &mut Tally,
 ) {
-    let keys: Vec<String> = owed.into_iter().chain(kept).collect();
-    if previous.is_none() && keys.is_empty() {
-        let key = ledger_key(name);
-        let mut session = Session::new(conn, key.as_bytes());
-        session.quietly(redis::cmd("DEL").arg(&key));
-        tally.add(&session);
-    } else {
-        let _ = write_ledger(conn, name, &Ledger { started, keys }, tally);
-    }
+    let keys = owed.into_iter().chain(kept).collect();
+    let _ = write_ledger(conn, name, &Ledger { started, keys }, tally);
 }
 
 /// A sharded filter in Redis, queried in place: the generation its manifest named when it was

@@ -162,28 +162,39 @@ impl Ledger {
             .filter(|line| !line.is_empty())
             .map(str::to_owned)
             .collect();
-        if let Some(key) = keys.iter().find(|key| !is_shard_key_of(key, name)) {
+        if let Some(key) = keys.iter().find(|key| !is_shard_key_of(key, name, started)) {
             return Err(format!("{key:?} is not a shard key of {name:?}"));
         }
         Ok(Ledger { started, keys })
     }
 }
 
-/// Whether `key` is `name:G:s:{tag}` with decimal `G` and `s` and a hex `tag`.
-fn is_shard_key_of(key: &str, name: &str) -> bool {
+/// Whether `key` is a shard key of filter `name` in a generation up to `started`, as exports
+/// write them: `name:G:s:{tag}` with `G` and `s` decimal (no leading zeros) and `tag` the
+/// smallest hex number of its slot.
+fn is_shard_key_of(key: &str, name: &str, started: u64) -> bool {
     let Some(rest) = key.strip_prefix(name).and_then(|r| r.strip_prefix(':')) else {
         return false;
     };
     let mut parts = rest.splitn(3, ':');
-    let decimal =
-        |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
-    let (generation, shard, tag) = (parts.next(), parts.next(), parts.next());
-    decimal(generation)
-        && decimal(shard)
-        && tag
-            .and_then(|t| t.strip_prefix('{'))
-            .and_then(|t| t.strip_suffix('}'))
-            .is_some_and(|hex| !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+    let decimal = |p: Option<&str>| {
+        p.filter(|p| *p == "0" || (!p.starts_with('0') && !p.is_empty()))
+            .filter(|p| p.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|p| p.parse::<u64>().ok())
+    };
+    let (generation, shard, tag) = (decimal(parts.next()), decimal(parts.next()), parts.next());
+    let tag = tag
+        .and_then(|t| t.strip_prefix('{'))
+        .and_then(|t| t.strip_suffix('}'));
+    match (generation, shard, tag) {
+        (Some(generation), Some(shard), Some(tag)) => {
+            generation <= started
+                && shard < MAX_SHARDS as u64
+                && tag.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+                && tag_for_slot(key_slot(tag.as_bytes())) == tag.as_bytes()
+        }
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -318,6 +329,11 @@ mod tests {
             format!("{}ids:1:0:{{zz}}\n", ledger.to_text()),
             format!("{}ids:1:0\n", ledger.to_text()),
             format!("{}other:1:0:{{1}}\n", ledger.to_text()),
+            // A generation after the one started, leading zeros, a tag that is not the
+            // smallest of its slot (any other hex number is someone's key).
+            format!("{}ids:10:0:{{8209}}\n", ledger.to_text()),
+            format!("{}ids:08:0:{{8209}}\n", ledger.to_text()),
+            format!("{}ids:8:0:{{beef}}\n", ledger.to_text()),
         ] {
             assert!(Ledger::parse(bad.as_bytes(), "ids").is_err(), "{bad:?}");
         }
