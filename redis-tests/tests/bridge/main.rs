@@ -11,5 +11,6 @@ mod export_import;
 mod penetration_guard;
 mod sharded_attack;
 mod sharded_cluster;
+mod sharded_faults;
 mod sharded_ledger_attack;
 mod without_a_server;

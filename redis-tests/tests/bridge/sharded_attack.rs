@@ -5,7 +5,6 @@
 //! the invariant of `docs/SHARDED.md` ("every key without an expiry is a manifest or a shard
 //! that its manifest names", the published shards permanent) checked after each.
 
-use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::process::Command;
 use std::sync::atomic::Ordering;
@@ -14,30 +13,12 @@ use std::time::{Duration, Instant};
 use atomic_cuckoo::redisbloom::{
     BridgeError, ClusterError, ClusterExport, ClusterFilter, ShardedFilter,
 };
-use redis::{Cmd, ConnectionLike, RedisResult, Value};
+use redis::ConnectionLike;
+
+use super::sharded_faults::{command_names, items, keys_and_ttls_of, ledger_keys, Fault, Faulty};
 use redis_tests::{wait_until_alone, Cluster, CuttingProxy, Server, Trigger};
 
 // ---- helpers --------------------------------------------------------------------------------
-
-fn items(prefix: &str, n: usize) -> Vec<Vec<u8>> {
-    (0..n)
-        .map(|i| format!("{prefix}{i}").into_bytes())
-        .collect()
-}
-
-/// Every key (and its PTTL, -1 for none) that these plain connections' servers hold.
-fn keys_and_ttls_of(conns: &mut [redis::Connection]) -> Vec<(String, i64)> {
-    let mut all = Vec::new();
-    for conn in conns {
-        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(conn).unwrap();
-        for key in keys {
-            let ttl: i64 = redis::cmd("PTTL").arg(&key).query(conn).unwrap();
-            all.push((key, ttl));
-        }
-    }
-    all.sort();
-    all
-}
 
 fn cluster_keys(cluster: &Cluster) -> Vec<(String, i64)> {
     let mut conns: Vec<redis::Connection> = (0..cluster.nodes.len())
@@ -45,17 +26,6 @@ fn cluster_keys(cluster: &Cluster) -> Vec<(String, i64)> {
         .map(|i| cluster.node_conn(i))
         .collect();
     keys_and_ttls_of(&mut conns)
-}
-
-/// The shard keys the ledger of `name` (`{name}:ledger`) holds.
-fn ledger_keys(conn: &mut dyn ConnectionLike, name: &str) -> Vec<String> {
-    let text: Option<String> = redis::cmd("GET")
-        .arg(format!("{{{name}}}:ledger"))
-        .query(conn)
-        .unwrap();
-    text.map_or_else(Vec::new, |text| {
-        text.lines().skip(2).map(str::to_owned).collect()
-    })
 }
 
 /// The documented invariant, as a list of violations (empty when it holds): every key without
@@ -106,134 +76,6 @@ fn clean_after_an_export(
         bad.push(format!("the ledger still holds {owed:?}"));
     }
     bad
-}
-
-/// The name of a command in RESP form, and where the next one starts.
-fn command_names(mut packed: &[u8]) -> Vec<String> {
-    fn line(buf: &[u8]) -> (usize, &[u8]) {
-        let end = buf.windows(2).position(|w| w == b"\r\n").unwrap();
-        let n = std::str::from_utf8(&buf[1..end]).unwrap().parse().unwrap();
-        (n, &buf[end + 2..])
-    }
-    let mut names = Vec::new();
-    while !packed.is_empty() {
-        let (args, mut rest) = line(packed);
-        for i in 0..args {
-            let (len, after) = line(rest);
-            if i == 0 {
-                names.push(String::from_utf8_lossy(&after[..len]).to_ascii_uppercase());
-            }
-            rest = &after[len + 2..];
-        }
-        packed = rest;
-    }
-    names
-}
-
-/// What a [`Faulty`] connection does at a command.
-enum Fault {
-    /// Fails it with an I/O error without sending it.
-    FailBefore,
-    /// Sends it, then fails with an I/O error (the reply is lost).
-    FailAfter,
-    /// Runs the hook, then sends it.
-    Hook(Box<dyn FnMut()>),
-}
-
-/// A connection that acts at the `nth` (1 = first) command named `name`, then passes
-/// everything on to `inner`.
-struct Faulty<'c> {
-    inner: &'c mut dyn ConnectionLike,
-    rules: Vec<(&'static str, usize, Option<Fault>)>,
-    counts: HashMap<String, usize>,
-    log: Vec<String>,
-}
-
-fn injected() -> redis::RedisError {
-    std::io::Error::new(std::io::ErrorKind::ConnectionReset, "injected fault").into()
-}
-
-impl<'c> Faulty<'c> {
-    fn new(inner: &'c mut dyn ConnectionLike) -> Self {
-        Faulty {
-            inner,
-            rules: Vec::new(),
-            counts: HashMap::new(),
-            log: Vec::new(),
-        }
-    }
-
-    fn at(mut self, name: &'static str, nth: usize, fault: Fault) -> Self {
-        self.rules.push((name, nth, Some(fault)));
-        self
-    }
-
-    fn fault_for(&mut self, packed: &[u8]) -> Option<Fault> {
-        let mut fault = None;
-        for name in command_names(packed) {
-            let n = self.counts.entry(name.clone()).or_insert(0);
-            *n += 1;
-            self.log.push(format!("{name}#{n}"));
-            for (rule, nth, action) in &mut self.rules {
-                if *rule == name && *nth == *n && fault.is_none() {
-                    fault = action.take();
-                    self.log.push("  <- fault".to_owned());
-                }
-            }
-        }
-        fault
-    }
-
-    fn run<T>(
-        &mut self,
-        packed: &[u8],
-        send: impl FnOnce(&mut dyn ConnectionLike) -> RedisResult<T>,
-    ) -> RedisResult<T> {
-        match self.fault_for(packed) {
-            None => send(self.inner),
-            Some(Fault::FailBefore) => Err(injected()),
-            Some(Fault::FailAfter) => {
-                let _ = send(self.inner);
-                Err(injected())
-            }
-            Some(Fault::Hook(mut hook)) => {
-                hook();
-                send(self.inner)
-            }
-        }
-    }
-}
-
-impl ConnectionLike for Faulty<'_> {
-    fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
-        self.run(cmd, |c| c.req_packed_command(cmd))
-    }
-
-    fn req_packed_commands(
-        &mut self,
-        cmd: &[u8],
-        offset: usize,
-        count: usize,
-    ) -> RedisResult<Vec<Value>> {
-        self.run(cmd, |c| c.req_packed_commands(cmd, offset, count))
-    }
-
-    fn req_command(&mut self, cmd: &Cmd) -> RedisResult<Value> {
-        let packed = cmd.get_packed_command();
-        self.run(&packed, |c| c.req_command(cmd))
-    }
-
-    fn get_db(&self) -> i64 {
-        self.inner.get_db()
-    }
-
-    fn check_connection(&mut self) -> bool {
-        self.inner.check_connection()
-    }
-
-    fn is_open(&self) -> bool {
-        self.inner.is_open()
-    }
 }
 
 /// A cluster of three masters that keeps answering for the slots of the nodes still up.
@@ -365,7 +207,7 @@ fn a_connection_cut_mid_restore_or_mid_set_keeps_the_previous_generation() {
         let cut = move || {
             limit.store(forwarded.load(Ordering::SeqCst) + bytes, Ordering::SeqCst);
         };
-        let mut faulty = Faulty::new(&mut conn).at(command, nth, Fault::Hook(Box::new(cut)));
+        let mut faulty = Faulty::new(&mut conn).hook_at(command, nth, Box::new(cut));
         let error = filter
             .export_to(&mut faulty, "cut", &ClusterExport::default())
             .unwrap_err();
@@ -461,6 +303,7 @@ fn a_failed_restore_and_a_failed_cleanup_leave_no_permanent_garbage() {
         .export_to(&mut faulty, "persist", &ClusterExport::default())
         .unwrap_err();
     println!("{error}\n{:?}", faulty.log);
+    drop(faulty);
     assert!(
         matches!(error, ClusterError::Shard { shard: 1, .. }),
         "{error:?}"
@@ -515,8 +358,9 @@ fn a_node_killed_at_each_step_leaves_a_whole_generation() {
                 .arg("NOSAVE")
                 .query::<()>(&mut victim);
         };
-        let mut faulty = Faulty::new(&mut conn).at(command, nth, Fault::Hook(Box::new(kill)));
+        let mut faulty = Faulty::new(&mut conn).hook_at(command, nth, Box::new(kill));
         let result = filter.export_to(&mut faulty, &name, &ClusterExport::default());
+        drop(faulty);
         println!(
             "killed before {command}#{nth}: {:?}",
             result
@@ -1227,6 +1071,7 @@ fn a_lost_switch_reply_in_a_cluster_is_read_back() {
     let summary = filter
         .export_to(&mut faulty, "clost", &ClusterExport::default())
         .expect("the read-back finds the switch");
+    drop(faulty);
     assert_eq!(summary.generation, 2);
     let remote = ClusterFilter::open(&mut conn, "clost").unwrap();
     assert_eq!(remote.generation(), 2);
@@ -1238,6 +1083,7 @@ fn a_lost_switch_reply_in_a_cluster_is_read_back() {
     let error = filter
         .export_to(&mut faulty, "clost", &ClusterExport::default())
         .unwrap_err();
+    drop(faulty);
     assert!(matches!(error, ClusterError::Manifest { .. }), "{error:?}");
     assert_eq!(
         ClusterFilter::open(&mut conn, "clost")
