@@ -407,11 +407,27 @@ fn expire_all<'k>(
     tally: &mut Tally,
 ) -> Vec<String> {
     let ms = ms.to_string();
+    on_each_key(
+        conn,
+        keys,
+        "PEXPIRE",
+        |key| redis::cmd("PEXPIRE").arg(key).arg(&ms).to_owned(),
+        tally,
+    )
+}
+
+/// `command` (as `cmd` writes it) on each key, one at a time; the keys it failed on.
+fn on_each_key<'k>(
+    conn: &mut dyn ConnectionLike,
+    keys: impl IntoIterator<Item = &'k String>,
+    command: &'static str,
+    cmd: impl Fn(&str) -> redis::Cmd,
+    tally: &mut Tally,
+) -> Vec<String> {
     let mut failed = Vec::new();
     for key in keys {
         let mut session = Session::new(conn, key.as_bytes());
-        let expire = redis::cmd("PEXPIRE").arg(key).arg(&ms).to_owned();
-        if session.call("PEXPIRE", &expire).is_err() {
+        if session.call(command, &cmd(key)).is_err() {
             failed.push(key.clone());
         }
         tally.add(&session);
@@ -722,15 +738,13 @@ fn write_shard(
 
 /// After a failure: deletes `keys`; those it could not delete.
 fn delete_all(conn: &mut dyn ConnectionLike, keys: &[String], tally: &mut Tally) -> Vec<String> {
-    let mut kept = Vec::new();
-    for key in keys {
-        let mut session = Session::new(conn, key.as_bytes());
-        if session.call("DEL", redis::cmd("DEL").arg(key)).is_err() {
-            kept.push(key.clone());
-        }
-        tally.add(&session);
-    }
-    kept
+    on_each_key(
+        conn,
+        keys,
+        "DEL",
+        |key| redis::cmd("DEL").arg(key).to_owned(),
+        tally,
+    )
 }
 
 /// After a failed export: the ledger keeps the generation started (its names are never used
