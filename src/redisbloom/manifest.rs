@@ -59,26 +59,18 @@ impl Manifest {
 
     /// The manifest's text, as stored at the filter's name.
     pub(crate) fn to_text(&self) -> String {
-        let mut text = format!(
+        let head = format!(
             "{MAGIC}\ngeneration {}\nshards {}\n",
             self.generation,
             self.keys.len()
         );
-        for key in &self.keys {
-            text.push_str(key);
-            text.push('\n');
-        }
-        text
+        with_keys(head, &self.keys)
     }
 
     /// Reads the manifest of filter `name`; `Err` says what is wrong with it. Its keys must be
     /// the ones the rule gives for its generation and shard count: a reader trusts no other.
     pub(crate) fn parse(text: &[u8], name: &str) -> Result<Manifest, String> {
-        let text = std::str::from_utf8(text).map_err(|_| "not UTF-8 text".to_owned())?;
-        let mut lines = text.split('\n');
-        if lines.next() != Some(MAGIC) {
-            return Err(format!("its first line is not {MAGIC:?}"));
-        }
+        let mut lines = lines_after(text, MAGIC)?;
         let generation = number(lines.next(), "generation")?;
         let shards = number(lines.next(), "shards")?;
         if !(1..=MAX_SHARDS as u64).contains(&shards) {
@@ -100,6 +92,25 @@ impl Manifest {
     pub(crate) fn slot(&self, shard: usize) -> u16 {
         key_slot(self.keys[shard].as_bytes())
     }
+}
+
+/// `head`, then each key on a line of its own: a manifest's or a ledger's text.
+fn with_keys(mut head: String, keys: &[String]) -> String {
+    for key in keys {
+        head.push_str(key);
+        head.push('\n');
+    }
+    head
+}
+
+/// The lines of `text` after its first, which must be `magic`.
+fn lines_after<'t>(text: &'t [u8], magic: &str) -> Result<std::str::Split<'t, char>, String> {
+    let text = std::str::from_utf8(text).map_err(|_| "not UTF-8 text".to_owned())?;
+    let mut lines = text.split('\n');
+    if lines.next() != Some(magic) {
+        return Err(format!("its first line is not {magic:?}"));
+    }
+    Ok(lines)
 }
 
 /// `field N` (a decimal number) on `line`.
@@ -141,22 +152,16 @@ pub(crate) struct Ledger {
 
 impl Ledger {
     pub(crate) fn to_text(&self) -> String {
-        let mut text = format!("{LEDGER_MAGIC}\nstarted {}\n", self.started);
-        for key in &self.keys {
-            text.push_str(key);
-            text.push('\n');
-        }
-        text
+        with_keys(
+            format!("{LEDGER_MAGIC}\nstarted {}\n", self.started),
+            &self.keys,
+        )
     }
 
     /// Reads the ledger of filter `name`: every key must be one of its shard keys (an export
     /// gives each an expiry).
     pub(crate) fn parse(text: &[u8], name: &str) -> Result<Ledger, String> {
-        let text = std::str::from_utf8(text).map_err(|_| "not UTF-8 text".to_owned())?;
-        let mut lines = text.split('\n');
-        if lines.next() != Some(LEDGER_MAGIC) {
-            return Err(format!("its first line is not {LEDGER_MAGIC:?}"));
-        }
+        let mut lines = lines_after(text, LEDGER_MAGIC)?;
         let started = number(lines.next(), "started")?;
         let keys: Vec<String> = lines
             .filter(|line| !line.is_empty())
