@@ -21,6 +21,13 @@
 use crate::bucket_word::{WordLayout, MAX_BITS, MIN_BITS};
 use crate::semi_sorted;
 
+/// The 64 bits from bit `shift` of `first` on, continued in `second`.
+#[inline(always)]
+pub(crate) const fn join_words(first: u64, second: u64, shift: u32) -> u64 {
+    // `<< 1 << (63 - shift)`: a shift by 64 when `shift` is 0 would overflow.
+    (first >> shift) | ((second << 1) << (63 - shift))
+}
+
 /// Which layout a table's buckets have.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum LayoutKind {
@@ -281,10 +288,8 @@ impl BucketLayout {
     /// only).
     #[inline(always)]
     pub(crate) const fn straddling(&self, first: u64, second: u64, shift: u32) -> Bucket {
-        // `<< 1 << (63 - shift)`: a shift by 64 when `shift` is 0 would overflow.
-        let bits = (first >> shift) | ((second << 1) << (63 - shift));
         Bucket {
-            parts: [bits & self.stride_mask, 0],
+            parts: [join_words(first, second, shift) & self.stride_mask, 0],
         }
     }
 

@@ -302,4 +302,47 @@ mod tests {
             }
         }
     }
+    /// The lane tests look at lanes only: bits above the last lane (a packed bucket's
+    /// neighbour, which lookups leave in place) change no answer of `holds`, `count`,
+    /// `matching_lanes`, `zero_lanes`, `occupied` or `first_empty`.
+    #[test]
+    fn lane_tests_ignore_bits_above_the_last_lane() {
+        let seed = 0x5eed_0002_u64;
+        println!("lane_tests_ignore_bits_above_the_last_lane seed = {seed:#x}");
+        let mut rng = SplitMix(seed);
+        for bits in MIN_BITS..=MAX_BITS {
+            for lanes in 1..=64 / bits {
+                let layout = WordLayout::with_lanes(bits, lanes).unwrap();
+                if lanes * bits == 64 {
+                    continue;
+                }
+                let used = (1u64 << (lanes * bits)) - 1;
+                let max = layout.max_fingerprint();
+                for _ in 0..2_000 {
+                    let fp = rng.next() % max + 1;
+                    let word = pack(
+                        &layout,
+                        &(0..lanes)
+                            .map(|_| match rng.next() % 3 {
+                                0 => 0,
+                                1 => fp,
+                                _ => rng.next() & max,
+                            })
+                            .collect::<Vec<_>>(),
+                    );
+                    let dirty = word | (rng.next() & !used);
+                    let what = format!("bits {bits} lanes {lanes} word {dirty:#x} fp {fp}");
+                    assert_eq!(layout.holds(dirty, fp), layout.holds(word, fp), "{what}");
+                    assert_eq!(layout.count(dirty, fp), layout.count(word, fp), "{what}");
+                    assert_eq!(layout.zero_lanes(dirty), layout.zero_lanes(word), "{what}");
+                    assert_eq!(layout.occupied(dirty), layout.occupied(word), "{what}");
+                    assert_eq!(
+                        layout.first_empty(dirty),
+                        layout.first_empty(word),
+                        "{what}"
+                    );
+                }
+            }
+        }
+    }
 }

@@ -8,7 +8,7 @@ mod path;
 mod read;
 mod write;
 
-use crate::bucket_layout::{Access, Span};
+use crate::bucket_layout::{join_words, Access, Span};
 use crate::bucket_layout::{Bucket, BucketLayout, LayoutKind};
 use crate::cuckoo_path::SearchLimits;
 use crate::hashing::{ItemKey, KeyMapper, Nesting};
@@ -382,9 +382,12 @@ impl Table {
         order: Ordering,
     ) -> [u64; 3] {
         let word = |k: usize| words[first + k].load(order);
+        // One bounds check for both words: `first` is a shift of a product, so `first + 2`
+        // cannot overflow and the slice's check is one comparison.
+        let two = |words: &[AtomicU64; 2]| [words[0].load(order), words[1].load(order), 0];
         match A {
             WORD | WITHIN => [word(0), 0, 0],
-            STRADDLING => [word(0), word(1), 0],
+            STRADDLING => two(words[first..first + 2].try_into().expect("two words")),
             // A span of one word has no padding word to read past the last bucket.
             SORTED64 if span == Span::One => [word(0), 0, 0],
             SORTED64 => [word(0), word(1), 0],
@@ -416,6 +419,18 @@ impl Table {
             // its second word as 0, which the stride's mask drops).
             STRADDLING | SORTED64 => self.layout.straddling(words[0], words[1], shift),
             _ => self.layout.bucket_at(words, shift),
+        }
+    }
+
+    /// The bucket that `words_at` read, for `holds_as` only: in a plain one-part layout the
+    /// bits above its last lane are left as they are (they belong to the next bucket), since
+    /// the lane tests look at lanes only (`WordLayout::zero_lanes`); other accesses mask them.
+    #[inline(always)]
+    fn probe_from<const A: u8>(&self, words: [u64; 3], shift: u32) -> Bucket {
+        match A {
+            WITHIN => Bucket::of_lanes(words[0] >> shift),
+            STRADDLING => Bucket::of_lanes(join_words(words[0], words[1], shift)),
+            _ => self.bucket_from::<A>(words, shift),
         }
     }
 

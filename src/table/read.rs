@@ -1,11 +1,11 @@
 //! Lookups: wait-free, optimistic, validated against one stripe version.
 
-use super::{Table, GENERAL, SORTED64, STRADDLING, WITHIN, WORD};
+use super::{is_one_part, Table, GENERAL, SORTED64, STRADDLING, WITHIN, WORD};
 use crate::bucket_layout::{Access, Bucket};
 use crate::hashing::ItemKey;
 use crate::optimistic_read::{retry_read, Lookup};
 use crate::stripe::Stripe;
-use crate::sync::Ordering;
+use crate::sync::{AtomicU64, Ordering};
 
 /// Where a key's two buckets start: each one's first word and the bit in it.
 type PairAt = ((usize, u32), (usize, u32));
@@ -32,6 +32,18 @@ impl Table {
         MissCheck {
             a: self.stripes.of(a),
             b: self.misses_need_both.then(|| self.stripes.of(b)),
+        }
+    }
+
+    /// `miss_check` for a table whose layout's access is `A`: plain one-part layouts never
+    /// need `b`'s stripe (only semi-sorted buckets are rewritten whole), which their lookups
+    /// then need not ask.
+    #[inline(always)]
+    fn miss_check_as<const A: u8>(&self, a: usize, b: usize) -> MissCheck<'_> {
+        debug_assert!(!(is_one_part(A) && self.misses_need_both));
+        MissCheck {
+            a: self.stripes.of(a),
+            b: (!is_one_part(A) && self.misses_need_both).then(|| self.stripes.of(b)),
         }
     }
 
@@ -105,17 +117,21 @@ impl Table {
         let fp = key.fingerprint;
         // Where each bucket starts, once for both reads below.
         let at = (self.locate_as::<A>(a), self.locate_as::<A>(b));
+        // The slice once for both reads: its pointer and length stay in registers, and the
+        // second read's bounds checks repeat the first's (the Acquire loads between them would
+        // otherwise make the compiler read both from the table again).
+        let words = &*self.words;
         // A hit needs no validation: look before touching the stripe at all. Under concurrent
         // writes this matters most: the stripe's line is the one every writer of these buckets
         // rewrites, and a reader that skips it skips those cache misses.
-        let seen = self.words_of_pair::<A>(at);
+        let seen = self.words_of_pair::<A>(words, at);
         if self.pair_holds::<A>(seen, at, fp) {
             return (Lookup::Present, 0);
         }
         // The seqlock read: version, then the words again (cached now), then the version.
-        let check = self.miss_check(a, b);
+        let check = self.miss_check_as::<A>(a, b);
         let begun = check.begin();
-        let now = self.words_of_pair::<A>(at);
+        let now = self.words_of_pair::<A>(words, at);
         // Unchanged words cannot hold `fp` now either: skip the test.
         let unchanged =
             Self::same_words::<A>(&now.0, &seen.0) && Self::same_words::<A>(&now.1, &seen.1);
@@ -131,8 +147,12 @@ impl Table {
     /// The words of a key's two buckets, which start at `at` (see `locate_as`): Acquire loads,
     /// the primary's first.
     #[inline(always)]
-    fn words_of_pair<const A: u8>(&self, (at_a, at_b): PairAt) -> ([u64; 3], [u64; 3]) {
-        let (words, span) = (&*self.words, self.layout.span());
+    fn words_of_pair<const A: u8>(
+        &self,
+        words: &[AtomicU64],
+        (at_a, at_b): PairAt,
+    ) -> ([u64; 3], [u64; 3]) {
+        let span = self.layout.span();
         (
             Self::words_in::<A>(words, span, at_a, Ordering::Acquire),
             Self::words_in::<A>(words, span, at_b, Ordering::Acquire),
@@ -155,7 +175,10 @@ impl Table {
     /// Whether either bucket in the words `words_of_pair` read holds `fp`.
     #[inline(always)]
     fn pair_holds<const A: u8>(&self, words: ([u64; 3], [u64; 3]), at: PairAt, fp: u64) -> bool {
-        let (first, second) = self.buckets_from::<A>(words, at);
+        let (first, second) = (
+            self.probe_from::<A>(words.0, at.0 .1),
+            self.probe_from::<A>(words.1, at.1 .1),
+        );
         // `|`, not `||`, as in `holds_either`.
         self.holds_as::<A>(&first, fp) | self.holds_as::<A>(&second, fp)
     }
