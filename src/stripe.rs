@@ -294,6 +294,16 @@ impl StripeSet {
         }
     }
 
+    /// Takes the stripe of `bucket` for an insert that claims a lane only its holders write (a
+    /// lane across two words, see `Table::claim_straddling`): released on drop with its version
+    /// unchanged, since a claim only adds a fingerprint. The claim passed the save's gate when
+    /// it started (`claim`), and a save waits for it to end before it takes any stripe.
+    pub(crate) fn lock_for_claim(&self, bucket: usize) -> ReadPairGuard<'_> {
+        ReadPairGuard {
+            held: self.hold_pair(bucket, bucket),
+        }
+    }
+
     /// Freezes the table for a whole-table read (a save): until the guard is dropped no writer
     /// changes a bucket or a counter, while lookups keep running and stay exact (no stripe is
     /// held while the caller copies) and read-only lockers are not held up. Callers serialize
@@ -438,8 +448,8 @@ impl Drop for SetGuard<'_> {
     }
 }
 
-/// The stripes of two buckets, held only to read under them; released on drop with their
-/// versions unchanged.
+/// The stripes of two buckets, held only to read under them (or the one stripe of a claim,
+/// see `StripeSet::lock_for_claim`); released on drop with their versions unchanged.
 pub(crate) struct ReadPairGuard<'a> {
     held: HeldPair<'a>,
 }

@@ -7,10 +7,13 @@
 //! `locked_put_plain_store`, a load then a store, loses the claim). Two claims of the same lane
 //! must not both win (mutant `claim_plain_store`: model 2a catches it, two inserts racing for the
 //! last free lane). A save's freeze keeps claims out (mutant `claim_ignores_freeze`: model 9,
-//! whose writer's insert is a claim, catches it).
+//! whose writer's insert is a claim, catches it). A claim whose only empty lane straddles two
+//! words writes it under the bucket's stripe, so that two such claims of one lane take turns
+//! (mutant `straddle_claim_unlocked`, which writes it without the stripe: model 20c).
 #![cfg(loom)]
 
 use loom_tests::{check_both_orders, copies, hook, Filter, Layout, Table};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Two inserts at once, and where each item and every other one must be afterwards.
 struct TwoInserts {
@@ -79,8 +82,8 @@ fn a_move_and_a_claim_into_one_word_both_land() {
 
 /// Packed 12-bit buckets of 48 bits (as in model 15): bucket 1 spans words 0 and 1, and its
 /// lane 1 (bits 60..72) straddles them. Bucket 1 is full but for that lane, bucket 6 full:
-/// y (buckets 1 and 6) has no lane it may claim, so its insert takes the stripes and writes
-/// the straddling lane into both words. Meanwhile v (buckets 0 and 5; 5 is full) claims a lane
+/// y (buckets 1 and 6) has no lane a compare-and-swap may take, so its insert takes bucket 1's
+/// stripe and writes the straddling lane into both words. Meanwhile v (buckets 0 and 5; 5 is full) claims a lane
 /// of bucket 0, in word 0.
 fn straddling_beside_a_claim() -> TwoInserts {
     let mut t = Table::with_layout(Layout::Packed, 8, 2, 12);
@@ -111,5 +114,75 @@ fn a_straddling_lane_and_a_claim_in_one_word_both_land() {
         insert_first,
         insert_second,
         every_item_once,
+    );
+}
+
+/// Two inserts racing for one lane that straddles two words, and whether each was stored (std
+/// atomics: bookkeeping outside the model).
+struct OneStraddlingLane {
+    filter: Filter,
+    items: [(u64, [usize; 2]); 2],
+    stored: [AtomicBool; 2],
+    /// Stored before, with their buckets.
+    others: Vec<(u64, [usize; 2])>,
+}
+
+/// Packed 12-bit buckets (as in 20b): bucket 1 is full but for its lane 1, which straddles
+/// words 0 and 1; bucket 6 is full. Both items pair buckets 1 and 6, so that lane is the only
+/// one either may take, and no cuckoo path exists (every stored item pairs 1 and 6 too).
+fn straddling_lane_for_two() -> OneStraddlingLane {
+    let mut t = Table::with_layout(Layout::Packed, 8, 2, 12);
+    assert_eq!(hook::words_of(&t.filter, 1), (0, 1), "bucket 1 straddles");
+    let mut others: Vec<(u64, [usize; 2])> = (0..4).map(|_| (t.put(1, 6), [1, 6])).collect();
+    let (emptied, _) = others.remove(1);
+    assert!(t.filter.remove(&emptied));
+    others.extend((0..4).map(|_| (t.put(6, 1), [1, 6])));
+    let items = [(t.new_item(1, 6), [1, 6]), (t.new_item(1, 6), [1, 6])];
+    OneStraddlingLane {
+        filter: t.filter,
+        items,
+        stored: [AtomicBool::new(false), AtomicBool::new(false)],
+        others,
+    }
+}
+
+fn insert_item(s: &OneStraddlingLane, k: usize) {
+    let stored = s.filter.insert(&s.items[k].0).is_ok();
+    // Relaxed: read after the join.
+    s.stored[k].store(stored, Ordering::Relaxed);
+}
+
+/// Exactly one insert took the lane, whole; the other found the filter full; nothing else
+/// changed.
+fn one_took_the_lane(s: &OneStraddlingLane) {
+    let stored = s.stored.each_ref().map(|f| f.load(Ordering::Relaxed));
+    assert_eq!(
+        stored.iter().filter(|&&x| x).count(),
+        1,
+        "one free lane, {stored:?} stored"
+    );
+    for (k, (item, buckets)) in s.items.iter().enumerate() {
+        let want = u32::from(stored[k]);
+        assert_eq!(
+            copies(&s.filter, *item, buckets),
+            want,
+            "item {k}: a claimed lane lost or mixed"
+        );
+    }
+    for (o, buckets) in &s.others {
+        assert_eq!(copies(&s.filter, *o, buckets), 1, "a stored item was lost");
+    }
+    assert_eq!(s.filter.len(), s.others.len() + 1);
+}
+
+/// 20c: two claims of the one lane that straddles two words: the stripe makes them take turns.
+#[test]
+fn two_claims_of_one_straddling_lane_take_turns() {
+    check_both_orders(
+        "20c: packed, two inserts whose only lane straddles two words",
+        straddling_lane_for_two,
+        |s| insert_item(s, 0),
+        |s| insert_item(s, 1),
+        one_took_the_lane,
     );
 }

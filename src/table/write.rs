@@ -177,10 +177,21 @@ impl Table {
             let words_b = self.words_at::<A>(at_b, Ordering::Relaxed);
             let lanes_a = self.bucket_from::<A>(words_a, at_a.1).lanes();
             let lanes_b = self.bucket_from::<A>(words_b, at_b.1).lanes();
-            let free_a = part.zero_lanes(lanes_a) & !self.straddling_lanes::<A>(at_a.1);
-            let free_b = part.zero_lanes(lanes_b) & !self.straddling_lanes::<A>(at_b.1);
+            let (empty_a, empty_b) = (part.zero_lanes(lanes_a), part.zero_lanes(lanes_b));
+            let free_a = empty_a & !self.straddling_lanes::<A>(at_a.1);
+            let free_b = empty_b & !self.straddling_lanes::<A>(at_b.1);
             if free_a | free_b == 0 {
-                return false;
+                if empty_a | empty_b == 0 {
+                    return false;
+                }
+                // Only lanes that straddle two words are empty (a packed bucket's, a quarter of
+                // a full table's inserts): write one under the bucket's stripe.
+                let bucket = if empty_a != 0 { a } else { b };
+                if self.claim_straddling::<A>(bucket, fp) {
+                    claim.stored();
+                    return true;
+                }
+                continue;
             }
             // The emptier bucket first, as `try_place_as` chooses (and without a branch).
             let prefer_b =
@@ -214,6 +225,28 @@ impl Table {
                 return true;
             }
         }
+    }
+
+    /// Stores `fp` in an empty lane of `bucket` under the bucket's stripe alone, for a claim
+    /// whose only empty lanes straddle two words; false when the bucket has none any more.
+    ///
+    /// Every writer of such a lane holds this stripe (claims without stripes never take one),
+    /// so holding it makes the two words' writes one step for every other writer, while claims
+    /// of the lanes beside it go on (`put_as` writes with atomic read-modify-writes). Readers
+    /// may see half the lane for an instant, as they may see any locked write: a hit is not
+    /// validated, and a half fingerprint is only another fingerprint, never one removed. No
+    /// fingerprint is moved or taken away, so the version stays as it was (as for any claim).
+    #[inline(never)]
+    fn claim_straddling<const A: u8>(&self, bucket: usize, fp: u64) -> bool {
+        // Mutant `straddle_claim_unlocked`: the lane written without the stripe, so that two
+        // claims may write one lane at once.
+        let _held = (!cfg!(loom_mutant = "straddle_claim_unlocked"))
+            .then(|| self.stripes.lock_for_claim(bucket));
+        // Relaxed: the stripe's lock made its last holder's writes visible, and claims of the
+        // lanes beside ours make `put_as` read again.
+        let old = self.load_as::<A>(bucket, Ordering::Relaxed);
+        // Relaxed: readers need only the value, as for any claim (see `claim_as`).
+        self.put_as::<A>(bucket, old, fp, Ordering::Relaxed)
     }
 
     /// What the key's two buckets hold now, read in one go under their stripes: room, only
