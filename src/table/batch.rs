@@ -47,13 +47,14 @@ impl Table {
             self.prefetch_bucket(buckets[i].1);
         }
         // Phase 1: every load of the batch, none depending on another. Per item the order is
-        // the lookup's: stripe version (Acquire), then both words (Acquire).
+        // the lookup's: stripe version (Acquire), then both words (Acquire), unmasked (only
+        // lane tests read them, see `probe_from`).
         for i in 0..keys.len() {
             let (a, b) = buckets[i];
             begun[i] = self.read_begin(a, b);
             words[i] = (
-                self.load_as::<A>(a, Ordering::Acquire),
-                self.load_as::<A>(b, Ordering::Acquire),
+                self.probe_as::<A>(a, Ordering::Acquire),
+                self.probe_as::<A>(b, Ordering::Acquire),
             );
         }
         // Phase 2: answers, exactly as `lookup` gives them: a hit needs no validation; a miss

@@ -434,6 +434,13 @@ impl Table {
         }
     }
 
+    /// `load_as`, the bucket read as `probe_from` leaves it (for lane tests and lane writes).
+    #[inline(always)]
+    fn probe_as<const A: u8>(&self, bucket: usize, order: Ordering) -> Bucket {
+        let at = self.locate_as::<A>(bucket);
+        self.probe_from::<A>(self.words_at::<A>(at, order), at.1)
+    }
+
     /// `layout.holds` for a table whose layout's access is `A`.
     #[inline(always)]
     fn holds_as<const A: u8>(&self, bucket: &Bucket, fp: u64) -> bool {
@@ -602,7 +609,7 @@ impl Table {
                 return true;
             }
             // Relaxed: we hold the stripe; claims since our read are what we need to see.
-            lanes = self.load_as::<A>(bucket, Ordering::Relaxed).lanes();
+            lanes = self.probe_as::<A>(bucket, Ordering::Relaxed).lanes();
         }
     }
 
@@ -646,12 +653,11 @@ impl Table {
         if A != STRADDLING {
             return 0;
         }
-        // A lane straddles when its high bit is among the f - 1 bits from the word's end on
-        // (a bucket that starts a word, shift 0, has none).
-        let bits = self.layout.part().bits();
-        ((1u64 << (bits - 1)) - 1)
-            .checked_shl(64 - shift)
-            .unwrap_or(0)
+        // A lane straddles when its high bit is among the f - 1 bits from the word's end on:
+        // those f - 1 bits shifted up by 64 - shift, as `<< 1 << (63 - shift)` (without a
+        // branch, a shift by 64 for a bucket that starts a word, shift 0, which has none).
+        let below_high = self.layout.part().max_fingerprint() >> 1;
+        (below_high << 1) << (63 - shift)
     }
 
     /// Asks for the first word of `bucket` ahead of its use (see `storage::prefetch`).

@@ -22,8 +22,9 @@ impl<const A: u8> PathSpace for Paths<'_, A> {
         mut visit: impl FnMut(u32, u64) -> ControlFlow<R>,
     ) -> ControlFlow<R> {
         let table = self.0;
-        // Relaxed: a stale view only makes a move fail its check later.
-        let word = table.load_as::<A>(bucket as usize, Ordering::Relaxed);
+        // Relaxed: a stale view only makes a move fail its check later. Unmasked: only lanes
+        // are read (see `probe_from`).
+        let word = table.probe_as::<A>(bucket as usize, Ordering::Relaxed);
         for position in table.positions_as::<A>() {
             visit(position, table.lane_as::<A>(&word, position))?;
         }
@@ -69,11 +70,12 @@ impl Table {
             self.stripes.lock_pair(from, to)
         };
         // Relaxed: we hold both stripes, and the lock's Acquire made the last writes visible.
-        let source = self.load_as::<A>(from, Ordering::Relaxed);
+        // Unmasked: only lanes are read and written (see `probe_from`).
+        let source = self.probe_as::<A>(from, Ordering::Relaxed);
         if self.lane_as::<A>(&source, position) != fingerprint {
             return false;
         }
-        let destination = self.load_as::<A>(to, Ordering::Relaxed);
+        let destination = self.probe_as::<A>(to, Ordering::Relaxed);
         #[cfg(not(loom_mutant = "erase_before_copy"))]
         {
             // Copy before erase, and every word of the erase with Release: a lock-free probe
@@ -99,7 +101,7 @@ impl Table {
     #[inline(always)]
     fn has_room<const A: u8>(&self, bucket: usize) -> bool {
         // Relaxed: advisory, checked again under the lock before anything is written.
-        self.first_empty_as::<A>(&self.load_as::<A>(bucket, Ordering::Relaxed))
+        self.first_empty_as::<A>(&self.probe_as::<A>(bucket, Ordering::Relaxed))
             .is_some()
     }
 

@@ -77,6 +77,34 @@ fn check_table<const A: u8>(table: &Table, rng: &mut SplitMix, ctx: &str) {
             layout.holds(&old, probe),
             "{ctx}: holds"
         );
+        // Lookups and claims read a one-part bucket unmasked (`probe_from`): the lane tests
+        // must answer as on the bucket itself.
+        let probed = table.probe_from::<A>([at(0), at(1), at(2)], shift);
+        assert_eq!(
+            table.holds_as::<A>(&probed, probe),
+            layout.holds(&old, probe),
+            "{ctx}: holds, unmasked"
+        );
+        if is_one_part(A) {
+            let part = layout.part();
+            assert_eq!(
+                part.zero_lanes(probed.lanes()),
+                part.zero_lanes(old.lanes()),
+                "{ctx}: zero_lanes, unmasked"
+            );
+            // The lanes a claim may not take: those across a word boundary, by their high bit
+            // (among the lanes' high bits, the only ones that `zero_lanes` sets).
+            let (bits, highs) = (part.bits(), part.zero_lanes(0));
+            let across = generic
+                .iter()
+                .filter(|&&p| A == STRADDLING && shift + p < 64 && shift + p + bits > 64)
+                .fold(0u64, |m, &p| m | 1 << (p + bits - 1));
+            assert_eq!(
+                table.straddling_lanes::<A>(shift) & highs,
+                across,
+                "{ctx}: straddling lanes at shift {shift}"
+            );
+        }
         if let Some(p) = table.first_match_as::<A>(&old, probe) {
             assert_eq!(
                 table.lane_as::<A>(&old, p),

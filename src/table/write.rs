@@ -118,8 +118,9 @@ impl Table {
     ) -> Option<Placed> {
         let guard = self.stripes.lock_pair(a, b);
         // Relaxed: we hold both stripes, and the lock's Acquire made the last writes visible.
-        let word_a = self.load_as::<A>(a, Ordering::Relaxed);
-        let word_b = self.load_as::<A>(b, Ordering::Relaxed);
+        // Unmasked: only lanes are read and written (see `probe_from`).
+        let word_a = self.probe_as::<A>(a, Ordering::Relaxed);
+        let word_b = self.probe_as::<A>(b, Ordering::Relaxed);
         if U::UNIQUE
             && (self.holds_as::<A>(&word_a, fp)
                 || self.holds_as::<A>(&word_b, fp)
@@ -175,8 +176,9 @@ impl Table {
             // Relaxed: a stale word only makes the compare-and-swap fail.
             let words_a = self.words_at::<A>(at_a, Ordering::Relaxed);
             let words_b = self.words_at::<A>(at_b, Ordering::Relaxed);
-            let lanes_a = self.bucket_from::<A>(words_a, at_a.1).lanes();
-            let lanes_b = self.bucket_from::<A>(words_b, at_b.1).lanes();
+            // Unmasked: only lane tests read these (see `probe_from`).
+            let lanes_a = self.probe_from::<A>(words_a, at_a.1).lanes();
+            let lanes_b = self.probe_from::<A>(words_b, at_b.1).lanes();
             let (empty_a, empty_b) = (part.zero_lanes(lanes_a), part.zero_lanes(lanes_b));
             let free_a = empty_a & !self.straddling_lanes::<A>(at_a.1);
             let free_b = empty_b & !self.straddling_lanes::<A>(at_b.1);
@@ -244,7 +246,7 @@ impl Table {
             .then(|| self.stripes.lock_for_claim(bucket));
         // Relaxed: the stripe's lock made its last holder's writes visible, and claims of the
         // lanes beside ours make `put_as` read again.
-        let old = self.load_as::<A>(bucket, Ordering::Relaxed);
+        let old = self.probe_as::<A>(bucket, Ordering::Relaxed);
         // Relaxed: readers need only the value, as for any claim (see `claim_as`).
         self.put_as::<A>(bucket, old, fp, Ordering::Relaxed)
     }
@@ -296,9 +298,10 @@ impl Table {
     fn remove_as<const A: u8>(&self, key: ItemKey) -> bool {
         let (a, b) = self.buckets_of(key);
         let guard = self.stripes.lock_pair(a, b);
-        // Relaxed: we hold both stripes.
-        let word_a = self.load_as::<A>(a, Ordering::Relaxed);
-        let word_b = self.load_as::<A>(b, Ordering::Relaxed);
+        // Relaxed: we hold both stripes. Unmasked: only `first_match_as` and `erase_as`, which
+        // look at lanes only, read them (see `probe_from`).
+        let word_a = self.probe_as::<A>(a, Ordering::Relaxed);
+        let word_b = self.probe_as::<A>(b, Ordering::Relaxed);
         let (in_a, in_b) = (
             self.first_match_as::<A>(&word_a, key.fingerprint),
             self.first_match_as::<A>(&word_b, key.fingerprint),
