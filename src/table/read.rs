@@ -141,7 +141,9 @@ impl Table {
         if check.validate(begun) {
             return (Lookup::Absent, 0);
         }
-        self.lookup_contended(a, b, fp, self.buckets_from::<A>(now, at))
+        // Empty buckets as "seen": the retries test every bucket they read unless it is empty
+        // (which holds nothing), and this attempt's words need not stay live to be passed.
+        self.lookup_contended(a, b, fp, Default::default())
     }
 
     /// The words of a key's two buckets, which start at `at` (see `locate_as`): Acquire loads,
@@ -159,19 +161,6 @@ impl Table {
         )
     }
 
-    /// The two buckets in the words `words_of_pair` read.
-    #[inline(always)]
-    fn buckets_from<const A: u8>(
-        &self,
-        (in_a, in_b): ([u64; 3], [u64; 3]),
-        (at_a, at_b): PairAt,
-    ) -> (Bucket, Bucket) {
-        (
-            self.bucket_from::<A>(in_a, at_a.1),
-            self.bucket_from::<A>(in_b, at_b.1),
-        )
-    }
-
     /// Whether either bucket in the words `words_of_pair` read holds `fp`.
     #[inline(always)]
     fn pair_holds<const A: u8>(&self, words: ([u64; 3], [u64; 3]), at: PairAt, fp: u64) -> bool {
@@ -185,7 +174,8 @@ impl Table {
 
     /// The rest of a lookup whose first validation failed: the re-read of `a` that ends the
     /// first attempt, then further attempts, then "maybe present". Attempt `n` of `retry_read`
-    /// has `n` failed validations behind it.
+    /// has `n` failed validations behind it. `seen`: buckets that attempts need not test again
+    /// while they read the same (ones tested already, or empty ones).
     #[cold]
     #[inline(never)]
     fn lookup_contended(
