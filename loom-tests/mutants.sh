@@ -22,7 +22,8 @@ cd "$(dirname "$0")/.."
 # check the doubling count again, a move of a cuckoo path made without its stripes); three for
 # inserts that claim a lane without stripes (two claims of one lane that both win, a locked
 # write that loads and stores a word beside a claim, a claim that ignores a save's freeze, a
-# claim of a lane across two words written without its bucket's stripe).
+# claim of a lane across two words written without its bucket's stripe, or under it with its
+# version unchanged).
 # Arguments, if any, name the mutants to run instead of all of them.
 mutants=(no_version_check no_release_fence erase_before_copy fence_between_locks move_locks_one_stripe
     writer_ignores_freeze freeze_through_version
@@ -30,7 +31,8 @@ mutants=(no_version_check no_release_fence erase_before_copy fence_between_locks
     words_shared_by_stripes erase_release_last_word_only compact_one_stripe_miss
     doubling_unvalidated_old doubling_bit_after_unlock doubling_reader_ignores_doublings
     doubling_writer_ignores_doublings doubling_move_unlocked doubling_flag_before_split
-    claim_plain_store locked_put_plain_store claim_ignores_freeze straddle_claim_unlocked)
+    claim_plain_store locked_put_plain_store claim_ignores_freeze straddle_claim_unlocked
+    straddle_claim_unchanged_version)
 if [ "$#" -gt 0 ]; then
     mutants=("$@")
 fi

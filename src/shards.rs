@@ -9,7 +9,7 @@
 //!
 //! **Claims.** An insert into a free lane of a plain (packed or one-word) table is one
 //! compare-and-swap on the lane's word, with no stripe taken (see `Table::claim_as`); a lane
-//! across two words is written under its bucket's one stripe, its version unchanged. A
+//! across two words is written under its bucket's one stripe. A
 //! whole-filter operation must still see one moment, so it has to keep such inserts out as the
 //! stripes keep writers out. Each claiming insert first adds 1 to its shard's busy count, then
 //! checks the freeze's gate; a freeze closes the gate, then waits until every shard's busy

@@ -280,6 +280,12 @@ impl StripeSet {
         b: usize,
     ) -> PairGuard<'_> {
         debug_assert!(frozen.freezes(self), "another set's freeze");
+        self.lock_pair_admitted(a, b)
+    }
+
+    /// Locks the stripes of buckets `a` and `b` for a writer that need not check the freeze's
+    /// gate (it holds the freeze, or a claim that passed the gate, which a freeze waits for).
+    fn lock_pair_admitted(&self, a: usize, b: usize) -> PairGuard<'_> {
         let held = self.hold_pair(a, b);
         // Release: as in `writer_admitted`.
         fence(Ordering::Release);
@@ -295,13 +301,12 @@ impl StripeSet {
     }
 
     /// Takes the stripe of `bucket` for an insert that claims a lane only its holders write (a
-    /// lane across two words, see `Table::claim_straddling`): released on drop with its version
-    /// unchanged, since a claim only adds a fingerprint. The claim passed the save's gate when
-    /// it started (`claim`), and a save waits for it to end before it takes any stripe.
-    pub(crate) fn lock_for_claim(&self, bucket: usize) -> ReadPairGuard<'_> {
-        ReadPairGuard {
-            held: self.hold_pair(bucket, bucket),
-        }
+    /// lane across two words, see `Table::claim_straddling`), as a writer: released on drop
+    /// with a new version, so that a validated read never sees half the lane. The claim passed
+    /// the save's gate when it started (`claim`), and a save waits for it to end before it
+    /// takes any stripe.
+    pub(crate) fn lock_for_claim(&self, bucket: usize) -> PairGuard<'_> {
+        self.lock_pair_admitted(bucket, bucket)
     }
 
     /// Freezes the table for a whole-table read (a save): until the guard is dropped no writer
@@ -448,8 +453,8 @@ impl Drop for SetGuard<'_> {
     }
 }
 
-/// The stripes of two buckets, held only to read under them (or the one stripe of a claim,
-/// see `StripeSet::lock_for_claim`); released on drop with their versions unchanged.
+/// The stripes of two buckets, held only to read under them; released on drop with their
+/// versions unchanged.
 pub(crate) struct ReadPairGuard<'a> {
     held: HeldPair<'a>,
 }

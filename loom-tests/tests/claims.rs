@@ -9,7 +9,9 @@
 //! last free lane). A save's freeze keeps claims out (mutant `claim_ignores_freeze`: model 9,
 //! whose writer's insert is a claim, catches it). A claim whose only empty lane straddles two
 //! words writes it under the bucket's stripe, so that two such claims of one lane take turns
-//! (mutant `straddle_claim_unlocked`, which writes it without the stripe: model 20c).
+//! (mutant `straddle_claim_unlocked`, which writes it without the stripe: model 20c), and
+//! holds it as a writer does, so that a validated read never sees half the lane (mutant
+//! `straddle_claim_unchanged_version`, a reader's hold: model 20d, a `count` of the half).
 #![cfg(loom)]
 
 use loom_tests::{check_both_orders, copies, hook, Filter, Layout, Table};
@@ -184,5 +186,56 @@ fn two_claims_of_one_straddling_lane_take_turns() {
         |s| insert_item(s, 0),
         |s| insert_item(s, 1),
         one_took_the_lane,
+    );
+}
+
+/// An insert whose only lane straddles two words, and a key that was never stored whose
+/// fingerprint is what that lane holds after the first of its two writes.
+struct HalfALane {
+    filter: Filter,
+    inserted: u64,
+    /// The key whose fingerprint is the inserted one's bits in the lane's first word.
+    half: u64,
+}
+
+/// As 20c, with one item: y (buckets 1 and 6) may take only lane 1 of bucket 1, bits 60..72,
+/// whose low 4 bits lie in word 0. z has primary bucket 1 and, as fingerprint, y's low 4 bits:
+/// the lane's value between the claim's two writes.
+fn half_a_lane() -> HalfALane {
+    let mut t = Table::with_layout(Layout::Packed, 8, 2, 12);
+    assert_eq!(hook::words_of(&t.filter, 1), (0, 1), "bucket 1 straddles");
+    let mut others: Vec<u64> = (0..4).map(|_| t.put(1, 6)).collect();
+    assert!(t.filter.remove(&others.remove(1)));
+    for _ in 0..4 {
+        t.put(6, 1);
+    }
+    // A fingerprint with bits in both words, whose low bits are no stored fingerprint.
+    let (inserted, fp) = loop {
+        let item = t.new_item(1, 6);
+        let fp = hook::fingerprint(&t.filter, item);
+        if fp & 0xf != 0 && fp >> 4 != 0 && t.filter.count(&hook::item(&t.filter, 1, fp & 0xf)) == 0
+        {
+            break (item, fp);
+        }
+    };
+    HalfALane {
+        half: hook::item(&t.filter, 1, fp & 0xf),
+        filter: t.filter,
+        inserted,
+    }
+}
+
+/// 20d: a `count` during a claim of a lane across two words never counts the half written.
+#[test]
+fn a_count_never_sees_half_a_straddling_claim() {
+    check_both_orders(
+        "20d: packed, a count of the first word's half of a straddling claim",
+        half_a_lane,
+        |s| assert!(s.filter.insert(&s.inserted).is_ok(), "the lane was free"),
+        |s| assert_eq!(s.filter.count(&s.half), 0, "counted half a lane"),
+        |s| {
+            assert_eq!(s.filter.count(&s.inserted), 1);
+            assert_eq!(s.filter.count(&s.half), 0);
+        },
     );
 }

@@ -234,16 +234,20 @@ impl Table {
     ///
     /// Every writer of such a lane holds this stripe (claims without stripes never take one),
     /// so holding it makes the two words' writes one step for every other writer, while claims
-    /// of the lanes beside it go on (`put_as` writes with atomic read-modify-writes). Readers
-    /// may see half the lane for an instant, as they may see any locked write: a hit is not
-    /// validated, and a half fingerprint is only another fingerprint, never one removed. No
-    /// fingerprint is moved or taken away, so the version stays as it was (as for any claim).
+    /// of the lanes beside it go on (`put_as` writes with atomic read-modify-writes). The stripe
+    /// is held as a writer holds it, its version changed: a lookup's hit may see half the lane
+    /// for an instant, as it may see any locked write (a half fingerprint is only another
+    /// fingerprint, never one taken away), but a validated read (a miss, a `count`) never does.
     #[inline(never)]
     fn claim_straddling<const A: u8>(&self, bucket: usize, fp: u64) -> bool {
         // Mutant `straddle_claim_unlocked`: the lane written without the stripe, so that two
-        // claims may write one lane at once.
-        let _held = (!cfg!(loom_mutant = "straddle_claim_unlocked"))
-            .then(|| self.stripes.lock_for_claim(bucket));
+        // claims may write one lane at once. Mutant `straddle_claim_unchanged_version`: the
+        // stripe held as a reader holds it (no fence, its version unchanged), so that a `count`
+        // may validate a read of half the lane.
+        let unlocked = cfg!(loom_mutant = "straddle_claim_unlocked");
+        let unchanged = cfg!(loom_mutant = "straddle_claim_unchanged_version");
+        let _writer = (!unlocked && !unchanged).then(|| self.stripes.lock_for_claim(bucket));
+        let _reader = unchanged.then(|| self.stripes.lock_pair_to_read(bucket, bucket));
         // Relaxed: the stripe's lock made its last holder's writes visible, and claims of the
         // lanes beside ours make `put_as` read again.
         let old = self.probe_as::<A>(bucket, Ordering::Relaxed);

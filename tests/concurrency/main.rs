@@ -13,6 +13,7 @@ mod every_width_growth;
 mod expanding;
 mod insert_unique;
 mod layout_stress;
+mod straddling_claims;
 mod stress;
 mod tiny_growable_mix;
 mod tiny_growing_filters;
