@@ -422,9 +422,11 @@ impl Table {
         }
     }
 
-    /// The bucket that `words_at` read, for `holds_as` only: in a plain one-part layout the
-    /// bits above its last lane are left as they are (they belong to the next bucket), since
-    /// the lane tests look at lanes only (`WordLayout::zero_lanes`); other accesses mask them.
+    /// The bucket that `words_at` read, for the lane operations only (`holds_as`,
+    /// `occupied_as`, `first_empty_as`, `first_match_as`, `lane_as`, `put_as`, `erase_as`):
+    /// in a plain one-part layout the bits above its last lane are left as they are (they
+    /// belong to the next bucket), since those look at lanes only (`WordLayout::zero_lanes`,
+    /// `WordLayout::lane`); other accesses mask them. Not for comparing or storing buckets.
     #[inline(always)]
     fn probe_from<const A: u8>(&self, words: [u64; 3], shift: u32) -> Bucket {
         match A {

@@ -29,10 +29,8 @@ impl Table {
     /// The stripes that prove a miss of a key's buckets `a` (its primary) and `b`.
     #[inline(always)]
     fn miss_check(&self, a: usize, b: usize) -> MissCheck<'_> {
-        MissCheck {
-            a: self.stripes.of(a),
-            b: self.misses_need_both.then(|| self.stripes.of(b)),
-        }
+        // The general access asks the table whether a miss needs both stripes.
+        self.miss_check_as::<GENERAL>(a, b)
     }
 
     /// `miss_check` for a table whose layout's access is `A`: plain one-part layouts never
