@@ -220,9 +220,10 @@ fn a_new_generation_retires_the_old_one() {
     assert!(new.contains(&mut conn, "b-1").unwrap());
 }
 
-/// A shard refused mid-export (its node's `proto-max-bulk-len` is too small for it): the error
-/// names the shard, key, slot and node; the manifest still names generation 1, whose shards are
-/// whole; what the failed export wrote is deleted.
+/// A shard refused mid-export (its node's `proto-max-bulk-len` is too small for it, so the node
+/// answers with an error or drops the connection): the error names the shard, key, slot and
+/// node; the manifest still names generation 1, whose shards are whole; what the failed export
+/// wrote is deleted.
 #[test]
 #[ignore = "needs a Redis server with RedisBloom: scripts/install-redis.sh"]
 fn a_refused_shard_leaves_the_previous_generation() {
@@ -252,10 +253,21 @@ fn a_refused_shard_leaves_the_previous_generation() {
             key,
             slot,
             node: Some(node),
-            error: BridgeError::Refused {
-                command: "RESTORE", ..
-            },
+            error,
         } => {
+            // The node answers a bulk string over its limit with a protocol error and closes
+            // the connection while the client may still be sending: the client reads either
+            // that error or the reset first.
+            assert!(
+                matches!(
+                    error,
+                    BridgeError::Refused {
+                        command: "RESTORE",
+                        ..
+                    } | BridgeError::Connection(_)
+                ),
+                "{error:?}"
+            );
             assert!(key.starts_with("refused:2:2:{"), "{key}");
             assert!(*slot > 10_922, "{slot}");
             let port = cluster.nodes[2].as_ref().unwrap().port;
