@@ -582,7 +582,9 @@ impl Table {
                 return false;
             };
             let at = shift + position;
-            if A == STRADDLING && at < 64 && at + part.bits() > 64 {
+            // `&`, not `&&`: whether the lane lies in the first word is a coin toss, and one
+            // branch on the whole test is taken only for the few lanes that straddle.
+            if A == STRADDLING && ((at < 64) & (at + part.bits() > 64)) {
                 let parts = [(first, fp << at), (first + 1, fp >> (64 - at))];
                 for (word, bits) in parts.map(|(k, bits)| (&self.words[k], bits)) {
                     if cfg!(loom_mutant = "locked_put_plain_store") {
@@ -632,7 +634,8 @@ impl Table {
         let (first, shift) = self.locate_as::<A>(bucket);
         let at = shift + position;
         let lane = part.max_fingerprint();
-        if A == STRADDLING && at < 64 && at + part.bits() > 64 {
+        // `&`, not `&&`, as in `put_as`.
+        if A == STRADDLING && ((at < 64) & (at + part.bits() > 64)) {
             // Mutant `erase_release_last_word_only`: only the last word's write has `order`, as
             // if one Release store at the end published the whole erase.
             let first_order = if cfg!(loom_mutant = "erase_release_last_word_only") {

@@ -195,17 +195,20 @@ impl Table {
                 }
                 continue;
             }
-            // The emptier bucket first, as `try_place_as` chooses (and without a branch).
+            // The emptier bucket first, as `try_place_as` chooses, and without a branch: `|` and
+            // `&`, not `||` and `&&`, and a select of each value on its own (a select of the
+            // tuple of them was compiled to branches, which mispredicted on every third claim).
             let prefer_b =
-                free_a == 0 || (free_b != 0 && part.occupied(lanes_b) < part.occupied(lanes_a));
-            let ((first, shift), words, free) = std::hint::select_unpredictable(
-                prefer_b,
-                (at_b, words_b, free_b),
-                (at_a, words_a, free_a),
+                (free_a == 0) | ((free_b != 0) & (part.occupied(lanes_b) < part.occupied(lanes_a)));
+            use std::hint::select_unpredictable as pick;
+            let (first, shift) = (
+                pick(prefer_b, at_b.0, at_a.0),
+                pick(prefer_b, at_b.1, at_a.1),
             );
+            let free = pick(prefer_b, free_b, free_a);
             let at = shift + part.lowest_lane(free).unwrap_or(0);
             let (k, bit) = ((at / 64) as usize, at % 64);
-            let current = words[k];
+            let current = pick(prefer_b, words_b[k], words_a[k]);
             let word = &self.words[first + k];
             if cfg!(loom_mutant = "claim_plain_store") {
                 word.store(current | fp << bit, Ordering::Relaxed);
