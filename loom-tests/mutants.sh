@@ -19,11 +19,13 @@ cd "$(dirname "$0")/.."
 # table (models 17-19: a lookup that trusts a read of an unsplit bucket without validating its
 # stripe, a split that clears its bucket's bit after letting the stripes go, a last split that
 # clears the "splitting" flag before it takes its stripes, a lookup and a writer that do not
-# check the doubling count again, a move of a cuckoo path made without its stripes); three for
+# check the doubling count again, a move of a cuckoo path made without its stripes); five for
 # inserts that claim a lane without stripes (two claims of one lane that both win, a locked
 # write that loads and stores a word beside a claim, a claim that ignores a save's freeze, a
 # claim of a lane across two words written without its bucket's stripe, or under it with its
-# version unchanged).
+# version unchanged); one for removes (model 20e: a remove that holds its pair's stripes as a
+# reader does, versions unchanged, as if it took none, so that a twin key's insert and remove
+# hide an item from a lookup).
 # Arguments, if any, name the mutants to run instead of all of them.
 mutants=(no_version_check no_release_fence erase_before_copy fence_between_locks move_locks_one_stripe
     writer_ignores_freeze freeze_through_version
@@ -32,7 +34,7 @@ mutants=(no_version_check no_release_fence erase_before_copy fence_between_locks
     doubling_unvalidated_old doubling_bit_after_unlock doubling_reader_ignores_doublings
     doubling_writer_ignores_doublings doubling_move_unlocked doubling_flag_before_split
     claim_plain_store locked_put_plain_store claim_ignores_freeze straddle_claim_unlocked
-    straddle_claim_unchanged_version)
+    straddle_claim_unchanged_version remove_unchanged_version)
 if [ "$#" -gt 0 ]; then
     mutants=("$@")
 fi

@@ -296,6 +296,7 @@ impl StripeSet {
     /// not hold this up (nothing is written), and the versions are left as they were.
     pub(crate) fn lock_pair_to_read(&self, a: usize, b: usize) -> ReadPairGuard<'_> {
         ReadPairGuard {
+            set: self,
             held: self.hold_pair(a, b),
         }
     }
@@ -456,7 +457,16 @@ impl Drop for SetGuard<'_> {
 /// The stripes of two buckets, held only to read under them; released on drop with their
 /// versions unchanged.
 pub(crate) struct ReadPairGuard<'a> {
+    set: &'a StripeSet,
     held: HeldPair<'a>,
+}
+
+impl ReadPairGuard<'_> {
+    /// Counts `delta` items as `PairGuard::add_items` does, for a loom mutant that writes
+    /// under a reader's hold (`remove_unchanged_version`), so that its counts stay right.
+    pub(crate) fn add_items(&self, delta: i64) {
+        self.set.add_items(self.held.low_index, delta);
+    }
 }
 
 impl Drop for ReadPairGuard<'_> {

@@ -12,9 +12,14 @@
 //! (mutant `straddle_claim_unlocked`, which writes it without the stripe: model 20c), and
 //! holds it as a writer does, so that a validated read never sees half the lane (mutant
 //! `straddle_claim_unchanged_version`, a reader's hold: model 20d, a `count` of the half).
+//! Removes still take both stripes as writers: a claim and a remove of a twin key (another key
+//! with the same fingerprint and the same pair) carry a copy from the bucket a lookup reads
+//! second into the one it read first, so a lookup must see a remove as it sees a move (its
+//! release fence, new versions; mutant `remove_unchanged_version`, a reader's hold, as if the
+//! remove took no stripe: model 20e).
 #![cfg(loom)]
 
-use loom_tests::{check_both_orders, copies, hook, Filter, Layout, Table};
+use loom_tests::{check_both_orders, copies, hook, Filter, Layout, Outcome, Table};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Two inserts at once, and where each item and every other one must be afterwards.
@@ -237,5 +242,78 @@ fn a_count_never_sees_half_a_straddling_claim() {
             assert_eq!(s.filter.count(&s.inserted), 1);
             assert_eq!(s.filter.count(&s.half), 0);
         },
+    );
+}
+
+/// A stored item, and a twin of it: another key with the same fingerprint whose primary bucket
+/// is the item's alternate, so that both pair the same two buckets.
+struct Twins {
+    filter: Filter,
+    /// Primary bucket 0, its one copy in bucket 1 (its alternate).
+    k: u64,
+    /// Primary bucket 1, the same fingerprint: never stored before the model runs.
+    twin: u64,
+}
+
+/// One-word buckets of two lanes, bucket 0 empty and bucket 1 holding k's copy. The twin's
+/// insert claims a lane of the emptier bucket, 0; its remove erases the first match in its own
+/// primary, 1, which is k's copy. k stays present throughout (in 1, then in 0 and 1, then in
+/// 0), while a lookup of k that reads bucket 0 before the insert and bucket 1 after the remove
+/// sees neither copy.
+fn twin_moves_the_copy() -> Twins {
+    let mut t = Table::new(4, 2);
+    let fp = t.fingerprint(0, 1);
+    assert_eq!(
+        hook::alternate(&t.filter, 1, fp),
+        0,
+        "the twin pairs 1 with 0"
+    );
+    assert!(hook::place(&t.filter, 1, fp));
+    assert_ne!(hook::stripe_of(&t.filter, 0), hook::stripe_of(&t.filter, 1));
+    Twins {
+        k: hook::item(&t.filter, 0, fp),
+        twin: hook::item(&t.filter, 1, fp),
+        filter: t.filter,
+    }
+}
+
+fn insert_and_remove_the_twin(s: &Twins) {
+    s.filter.insert(&s.twin).unwrap();
+    assert!(s.filter.remove(&s.twin), "the twin's fingerprint is there");
+}
+
+fn look_up_k(s: &Twins) {
+    let (outcome, _) = hook::lookup(&s.filter, s.k);
+    assert_ne!(
+        outcome,
+        Outcome::Absent,
+        "a twin's insert and remove hid a present item from a lookup"
+    );
+}
+
+/// The copy that is left is the twin's claim, in bucket 0: the remove took k's from bucket 1.
+fn k_left_in_bucket_0(s: &Twins) {
+    assert_eq!(
+        copies(&s.filter, s.k, &[0]),
+        1,
+        "the claim went to bucket 0"
+    );
+    assert_eq!(
+        copies(&s.filter, s.k, &[1]),
+        0,
+        "the remove took bucket 1's copy"
+    );
+    assert_eq!(s.filter.len(), 1);
+}
+
+/// 20e: a lookup of k while a twin key is inserted and removed never proves k absent.
+#[test]
+fn a_remove_of_a_twin_key_never_hides_a_present_item() {
+    check_both_orders(
+        "20e: a twin's insert (a claim) and remove carry k's copy past a lookup of k",
+        twin_moves_the_copy,
+        insert_and_remove_the_twin,
+        look_up_k,
+        k_left_in_bucket_0,
     );
 }

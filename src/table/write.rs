@@ -301,17 +301,45 @@ impl Table {
     }
 
     /// `remove` for a table whose layout's access is `A`.
+    ///
+    /// Both stripes are held as a writer holds them (the release fence, new versions),
+    /// although a claim takes none: an insert and a remove of a twin (another key with the
+    /// same fingerprint and the same two buckets) carry a copy from the bucket a lookup reads
+    /// second into the one it read first (the insert claims a lane of the emptier bucket, the
+    /// remove takes the first match in its own primary, the other one), so a lookup must see
+    /// the remove as it sees a move (loom model 20e).
     #[inline(always)]
     fn remove_as<const A: u8>(&self, key: ItemKey) -> bool {
         let (a, b) = self.buckets_of(key);
+        // Mutant `remove_unchanged_version`: both stripes held as a reader holds them (no fence,
+        // versions unchanged), which models a remove that takes no stripe.
+        if cfg!(loom_mutant = "remove_unchanged_version") {
+            let guard = self.stripes.lock_pair_to_read(a, b);
+            let removed = self.erase_first_match_as::<A>(a, b, key.fingerprint);
+            if removed {
+                guard.add_items(-1);
+            }
+            return removed;
+        }
         let guard = self.stripes.lock_pair(a, b);
+        let removed = self.erase_first_match_as::<A>(a, b, key.fingerprint);
+        if removed {
+            guard.add_items(-1);
+        }
+        removed
+    }
+
+    /// Erases the first copy of `fp` in bucket `a`, or else in `b`, under both buckets'
+    /// stripes (`remove_as`); whether there was one.
+    #[inline(always)]
+    fn erase_first_match_as<const A: u8>(&self, a: usize, b: usize, fp: u64) -> bool {
         // Relaxed: we hold both stripes. Unmasked: only `first_match_as` and `erase_as`, which
         // look at lanes only, read them (see `probe_from`).
         let word_a = self.probe_as::<A>(a, Ordering::Relaxed);
         let word_b = self.probe_as::<A>(b, Ordering::Relaxed);
         let (in_a, in_b) = (
-            self.first_match_as::<A>(&word_a, key.fingerprint),
-            self.first_match_as::<A>(&word_b, key.fingerprint),
+            self.first_match_as::<A>(&word_a, fp),
+            self.first_match_as::<A>(&word_b, fp),
         );
         // Which bucket holds the copy is a coin toss: select without a branch.
         let use_a = in_a.is_some();
@@ -322,7 +350,6 @@ impl Table {
         // Relaxed: a lookup that sees this store also sees our lock (release fence) and
         // retries; one that does not see it still finds the copy we take away.
         self.erase_as::<A>(bucket, word, position, Ordering::Relaxed);
-        guard.add_items(-1);
         true
     }
 }
