@@ -24,8 +24,9 @@ cd "$(dirname "$0")/.."
 # write that loads and stores a word beside a claim, a claim that ignores a save's freeze, a
 # claim of a lane across two words written without its bucket's stripe, or under it with its
 # version unchanged); one for removes (model 20e: a remove that holds its pair's stripes as a
-# reader does, versions unchanged, as if it took none, so that a twin key's insert and remove
-# hide an item from a lookup).
+# reader does, with no release fence and its versions unchanged, as if it took none, so that a
+# twin key's insert and remove hide an item from a lookup; model 9b catches it too, since such
+# a hold skips a save's freeze).
 # Arguments, if any, name the mutants to run instead of all of them.
 mutants=(no_version_check no_release_fence erase_before_copy fence_between_locks move_locks_one_stripe
     writer_ignores_freeze freeze_through_version

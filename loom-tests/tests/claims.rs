@@ -15,8 +15,9 @@
 //! Removes still take both stripes as writers: a claim and a remove of a twin key (another key
 //! with the same fingerprint and the same pair) carry a copy from the bucket a lookup reads
 //! second into the one it read first, so a lookup must see a remove as it sees a move (its
-//! release fence, new versions; mutant `remove_unchanged_version`, a reader's hold, as if the
-//! remove took no stripe: model 20e).
+//! release fence, new versions; mutant `remove_unchanged_version`, a reader's hold, with no
+//! fence and its versions unchanged, as if the remove took no stripe: model 20e, which needs
+//! the fence; no model here needs the new versions).
 #![cfg(loom)]
 
 use loom_tests::{check_both_orders, copies, hook, Filter, Layout, Outcome, Table};

@@ -307,7 +307,9 @@ impl Table {
     /// same fingerprint and the same two buckets) carry a copy from the bucket a lookup reads
     /// second into the one it read first (the insert claims a lane of the emptier bucket, the
     /// remove takes the first match in its own primary, the other one), so a lookup must see
-    /// the remove as it sees a move (loom model 20e).
+    /// the remove as it sees a move. Loom model 20e shows the release fence is needed (without
+    /// it, a lookup proves a present item absent); the new versions make the lookup's
+    /// validation fail however often twins carry the copy past its reads, which no model runs.
     #[inline(always)]
     fn remove_as<const A: u8>(&self, key: ItemKey) -> bool {
         let (a, b) = self.buckets_of(key);
