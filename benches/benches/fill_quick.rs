@@ -1,4 +1,4 @@
-//! Filling a filter, in one run (issue 13, part 4): `insert_many` and one `insert` at a time
+//! Filling a filter, in one run: `insert_many` and one `insert` at a time
 //! against `cuckoofilter` 0.5's inserts, each filling a fresh filter with the same keys to 95 %
 //! of our capacity. A plain timed loop: contenders interleaved per round, median of the rounds
 //! (criterion would refill 50M items per sample).

@@ -1,5 +1,5 @@
 //! `RedisCuckooFilter` (RedisBloom's `CF.*` filter, byte for byte) against our `CuckooFilter`,
-//! in one criterion run, on the same u64 keys and the same item count (issue 11's speed
+//! in one criterion run, on the same u64 keys and the same item count (the speed
 //! targets: contains within 1.5× of `CuckooFilter`'s time, inserts within 2×).
 //! `python3 benches/benches/report.py` prints the time ratios from criterion's output.
 //!

@@ -67,7 +67,7 @@ def peers():
 
 def redisbloom():
     """RedisCuckooFilter's time over CuckooFilter's (default hasher), per size and operation:
-    issue 11 wants at most 1.5x for contains, 2x for inserts."""
+    the targets are at most 1.5x for contains, 2x for inserts."""
     ref = "CuckooFilter"
     names = sorted({f for _, f in rb_rates}, key=lambda f: (f != ref, "Redis" in f, f))
     ops = ["insert", "insert_many", "contains_present", "contains_absent",
@@ -92,7 +92,7 @@ def redisbloom():
                     want = 2.0 if op.startswith("insert") else 1.5
                     verdicts.append((size, op, n, r, want))
             print(f"| {size} | {op} | " + " | ".join(cells) + " |")
-    print("\n## Issue 11 speed targets (time ratio RedisCuckooFilter / CuckooFilter)\n")
+    print("\n## Speed targets (time ratio RedisCuckooFilter / CuckooFilter)\n")
     print("| size | operation | filter | ratio | wanted | met |")
     print("|---|---|---|---:|---:|---|")
     for size, op, n, r, want in verdicts:

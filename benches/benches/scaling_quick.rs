@@ -1,4 +1,4 @@
-//! Throughput against thread count (issue 13, part 3), for us and the peers that threads can
+//! Throughput against thread count, for us and the peers that threads can
 //! share, in one run: lookups, the 90/10 mix and inserts, at each thread count. A plain timed
 //! harness (criterion would refill a 50M filter for every sample of every insert point), which
 //! prints a Markdown table per size and workload and, with `--csv PATH`, the figures that
