@@ -582,9 +582,7 @@ impl Table {
                 return false;
             };
             let at = shift + position;
-            // `&`, not `&&`: whether the lane lies in the first word is a coin toss, and one
-            // branch on the whole test is taken only for the few lanes that straddle.
-            if A == STRADDLING && ((at < 64) & (at + part.bits() > 64)) {
+            if self.lane_straddles::<A>(at) {
                 let parts = [(first, fp << at), (first + 1, fp >> (64 - at))];
                 for (word, bits) in parts.map(|(k, bits)| (&self.words[k], bits)) {
                     if cfg!(loom_mutant = "locked_put_plain_store") {
@@ -634,8 +632,7 @@ impl Table {
         let (first, shift) = self.locate_as::<A>(bucket);
         let at = shift + position;
         let lane = part.max_fingerprint();
-        // `&`, not `&&`, as in `put_as`.
-        if A == STRADDLING && ((at < 64) & (at + part.bits() > 64)) {
+        if self.lane_straddles::<A>(at) {
             // Mutant `erase_release_last_word_only`: only the last word's write has `order`, as
             // if one Release store at the end published the whole erase.
             let first_order = if cfg!(loom_mutant = "erase_release_last_word_only") {
@@ -663,6 +660,15 @@ impl Table {
         // branch, a shift by 64 for a bucket that starts a word, shift 0, which has none).
         let below_high = self.layout.part().max_fingerprint() >> 1;
         (below_high << 1) << (63 - shift)
+    }
+
+    /// Whether the lane at bit `at` of a bucket's first word crosses into the next word (only
+    /// in a table whose layout's access is `STRADDLING`). `&`, not `&&`: whether the lane lies
+    /// in the first word is a coin toss, and one branch on the whole test is taken only for
+    /// the few lanes that straddle.
+    #[inline(always)]
+    fn lane_straddles<const A: u8>(&self, at: u32) -> bool {
+        A == STRADDLING && ((at < 64) & (at + self.layout.part().bits() > 64))
     }
 
     /// Asks for the first word of `bucket` ahead of its use (see `storage::prefetch`).
